@@ -1,0 +1,161 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+)
+
+// Object is a Cluster API object with v1beta2 conditions.
+type Object interface {
+	client.Object
+	conditions.Setter
+}
+
+// Scope is what one reconcile of one object knows.
+type Scope[T Object] struct {
+	// Object is the object being reconciled; changes to it are patched when
+	// the reconcile ends.
+	Object T
+	// Cluster is the object's Cluster, nil when it has none (or no longer).
+	Cluster *clusterv1.Cluster
+}
+
+// Phases is what a module implements for one kind.
+type Phases[T Object] interface {
+	// ReconcileNormal drives the object towards its desired state.
+	ReconcileNormal(ctx context.Context, s *Scope[T]) (ctrl.Result, error)
+	// ReconcileDelete releases what the object holds. When it returns a
+	// zero result and no error, the scaffold removes the finalizer.
+	ReconcileDelete(ctx context.Context, s *Scope[T]) (ctrl.Result, error)
+	// UpdateStatus sets the conditions that summarise the phases. It runs
+	// before every patch, also when a phase failed.
+	UpdateStatus(ctx context.Context, s *Scope[T])
+}
+
+// ClusterGetter finds the Cluster of an object. It returns nil and no error
+// when the object has no Cluster, or when that Cluster does not exist.
+type ClusterGetter[T Object] func(ctx context.Context, c client.Client, obj T) (*clusterv1.Cluster, error)
+
+// Options configure a Reconciler.
+type Options[T Object] struct {
+	// Client reads and patches the objects; required.
+	Client client.Client
+	// NewObject returns an empty object of the reconciled kind; required.
+	NewObject func() T
+	// Phases are the module's phases; required.
+	Phases Phases[T]
+
+	// Finalizer is added before the first normal phase and removed when the
+	// delete phase finishes. Empty means the kind has no finalizer.
+	Finalizer string
+	// GetCluster finds the object's Cluster; nil means the kind has none,
+	// and only the paused annotation pauses it.
+	GetCluster ClusterGetter[T]
+	// RequireCluster makes the reconciler wait, without adding the
+	// finalizer, until the Cluster is found (the contract of infrastructure
+	// objects, whose owner reference Cluster API sets). Deletion never waits.
+	RequireCluster bool
+	// WatchFilterValue skips objects without this cluster.x-k8s.io/watch-filter
+	// label value, whatever event enqueued them.
+	WatchFilterValue string
+	// OwnedConditions are the condition types the module sets; the patch
+	// helper resolves conflicts on them in the module's favour. Paused is
+	// always owned.
+	OwnedConditions []string
+}
+
+// Reconciler is the scaffold for one kind.
+type Reconciler[T Object] struct {
+	opts Options[T]
+}
+
+// New returns the scaffold for one kind; it rejects missing dependencies.
+func New[T Object](opts Options[T]) (*Reconciler[T], error) {
+	if opts.Client == nil || opts.NewObject == nil || opts.Phases == nil {
+		return nil, errors.New("reconcile: Client, NewObject and Phases are required")
+	}
+	opts.OwnedConditions = append([]string{clusterv1.PausedCondition}, opts.OwnedConditions...)
+	return &Reconciler[T]{opts: opts}, nil
+}
+
+// Reconcile runs the contract steps for one object, then its phases.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes ctrl.Result, retErr error) {
+	obj := r.opts.NewObject()
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get %s: %w", req.NamespacedName, err)
+	}
+	if v := r.opts.WatchFilterValue; v != "" && obj.GetLabels()[clusterv1.WatchLabel] != v {
+		return ctrl.Result{}, nil
+	}
+	deleting := !obj.GetDeletionTimestamp().IsZero()
+	log := ctrl.LoggerFrom(ctx)
+
+	var cluster *clusterv1.Cluster
+	if r.opts.GetCluster != nil {
+		var err error
+		if cluster, err = r.opts.GetCluster(ctx, r.opts.Client, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to get the Cluster: %w", err)
+		}
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	} else if r.opts.RequireCluster && !deleting {
+		log.Info("Waiting for the owning Cluster")
+		return ctrl.Result{}, nil
+	}
+
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.opts.Client, cluster, obj); err != nil || isPaused || requeue {
+		// A changed Paused condition was just patched; that patch triggers
+		// the next reconcile.
+		return ctrl.Result{}, err
+	}
+
+	// Add the finalizer before doing anything that must be released, and
+	// return: the patch triggers the next reconcile.
+	if r.opts.Finalizer != "" && !deleting {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.opts.Client, obj, r.opts.Finalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+
+	patchHelper, err := patch.NewHelper(obj, r.opts.Client)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to create the patch helper: %w", err)
+	}
+	scope := &Scope[T]{Object: obj, Cluster: cluster}
+	defer func() {
+		r.opts.Phases.UpdateStatus(ctx, scope)
+		err := patchHelper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: r.opts.OwnedConditions})
+		// The last finalizer gone, the object may be gone before its
+		// status is patched; nothing is left to record then.
+		if err != nil && !(deleting && apierrors.IsNotFound(err)) {
+			retErr = errors.Join(retErr, fmt.Errorf("failed to patch: %w", err))
+		}
+	}()
+
+	if deleting {
+		res, err := r.opts.Phases.ReconcileDelete(ctx, scope)
+		if err == nil && res.IsZero() && r.opts.Finalizer != "" {
+			controllerutil.RemoveFinalizer(obj, r.opts.Finalizer)
+		}
+		return res, err
+	}
+	return r.opts.Phases.ReconcileNormal(ctx, scope)
+}

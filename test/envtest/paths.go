@@ -1,0 +1,109 @@
+package envtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+const (
+	// KubernetesVersion is the version of kube-apiserver and etcd that
+	// `make envtest-assets` builds; it must match KUBE_VERSION in the Makefile.
+	KubernetesVersion = "v1.36.3"
+
+	// ClusterAPIModulePath is the module whose CRDs and manifests are installed.
+	ClusterAPIModulePath = "sigs.k8s.io/cluster-api"
+)
+
+// CacheDir returns the folder where the project caches the binaries it builds:
+// $CAPI_MONOLITH_CACHE, else $XDG_CACHE_HOME/capi-monolith, else
+// $HOME/.cache/capi-monolith (the same rule as the Makefile and hack/ scripts).
+func CacheDir() (string, error) {
+	if dir := os.Getenv("CAPI_MONOLITH_CACHE"); dir != "" {
+		return dir, nil
+	}
+	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
+		return filepath.Join(dir, "capi-monolith"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("failed to find the cache folder (set CAPI_MONOLITH_CACHE): %w", err)
+	}
+	return filepath.Join(home, ".cache", "capi-monolith"), nil
+}
+
+// BinaryAssetsDirectory returns the folder holding kube-apiserver and etcd:
+// $KUBEBUILDER_ASSETS when it is set, else <CacheDir>/envtest/<KubernetesVersion>.
+// It fails, naming `make envtest-assets`, when the binaries are not there.
+func BinaryAssetsDirectory() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	source := "KUBEBUILDER_ASSETS"
+	if dir == "" {
+		cache, err := CacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(cache, "envtest", KubernetesVersion)
+		source = "the default cache folder"
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("failed to find %s in %s (%s): run `make envtest-assets` or set KUBEBUILDER_ASSETS: %w", name, dir, source, err)
+		}
+	}
+	return dir, nil
+}
+
+// Module is a Go module as `go list -m` reports it.
+type Module struct {
+	Path    string
+	Version string
+	// Dir is the module's folder in the module cache.
+	Dir string
+}
+
+// clusterAPIModule runs `go list` once per process: it costs about 100ms and
+// the answer cannot change while the process runs.
+var clusterAPIModule = sync.OnceValues(func() (Module, error) {
+	return goListModule(ClusterAPIModulePath)
+})
+
+// ClusterAPIModule returns the sigs.k8s.io/cluster-api module that go.mod pins,
+// found in the module cache with `go list -m` (no network: the module is in
+// the cache whenever the project builds). It must run inside the project's
+// module, which `go test` guarantees by running tests in the package folder.
+func ClusterAPIModule() (Module, error) {
+	return clusterAPIModule()
+}
+
+// ClusterAPICRDDirectory returns the folder of Cluster API core's CRDs
+// (core/config/crd/bases of the pinned module).
+func ClusterAPICRDDirectory() (string, error) {
+	m, err := ClusterAPIModule()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(m.Dir, "core", "config", "crd", "bases"), nil
+}
+
+func goListModule(path string) (Module, error) {
+	cmd := exec.Command("go", "list", "-m", "-json", path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Module{}, fmt.Errorf("failed to locate module %s with `go list -m` (run from inside the capi-monolith module, with the module in the cache: `go mod download %s`): %w: %s", path, path, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var m Module
+	if err := json.Unmarshal(out, &m); err != nil {
+		return Module{}, fmt.Errorf("failed to parse `go list -m %s` output: %w", path, err)
+	}
+	if m.Dir == "" {
+		return Module{}, fmt.Errorf("failed to locate module %s: it is not in the module cache, run `go mod download %s`", path, path)
+	}
+	return m, nil
+}
