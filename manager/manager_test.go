@@ -288,4 +288,3 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
-

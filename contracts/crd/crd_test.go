@@ -47,8 +47,10 @@ func TestCheck(t *testing.T) {
 			wantErr: []string{"has no cluster.x-k8s.io/v1beta2 label"},
 		},
 		{
-			name:    "a contract label naming an unserved version is reported",
-			mutate:  func(c *apiextensionsv1.CustomResourceDefinition) { c.Labels["cluster.x-k8s.io/v1beta2"] = "v1alpha1_v1alpha2" },
+			name: "a contract label naming an unserved version is reported",
+			mutate: func(c *apiextensionsv1.CustomResourceDefinition) {
+				c.Labels["cluster.x-k8s.io/v1beta2"] = "v1alpha1_v1alpha2"
+			},
 			wantErr: []string{`does not match its served versions [v1alpha1]`},
 		},
 		{
