@@ -1,12 +1,24 @@
-// Package ipam is the ipam module of capi-monolith: the in-cluster IPAM provider: IP pool kinds that fulfil Cluster API IPAddressClaims.
+// Package ipam is the ipam module of capi-monolith: an in-cluster IPAM
+// provider whose pool kinds (MonolithIPPool, GlobalMonolithIPPool) fulfil
+// Cluster API IPAddressClaims with IPAddresses, never handing out an
+// address twice.
 package ipam
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/claim"
+	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/pool"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
@@ -21,12 +33,42 @@ var _ modules.Module = Module{}
 // Name implements modules.Module.
 func (Module) Name() string { return Name }
 
-// AddToScheme implements modules.Module. The module has no API types yet.
-func (Module) AddToScheme(*runtime.Scheme) error { return nil }
+// AddToScheme implements modules.Module: Cluster API's IPAM types and our
+// pool kinds.
+func (Module) AddToScheme(scheme *runtime.Scheme) error {
+	if err := ipamv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	return v1alpha1.AddToScheme(scheme)
+}
 
-// SetupWithManager implements modules.Module. The module has no controllers
-// yet: enabling it runs nothing.
-func (Module) SetupWithManager(ctx context.Context, _ ctrl.Manager, _ modules.Options) error {
-	ctrl.LoggerFrom(ctx).Info("Module has no controllers yet")
+// SetupWithManager implements modules.Module.
+func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
+	if err := index.Setup(ctx, mgr); err != nil {
+		return err
+	}
+	// The ledger reads the shared cache: its indexes answer "the addresses
+	// of this pool" without a list call to the apiserver.
+	l := ledger.New(mgr.GetCache())
+	if err := l.Watch(ctx, mgr.GetCache()); err != nil {
+		return fmt.Errorf("failed to watch IPAddresses for the ledger: %w", err)
+	}
+	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	if err := (&claim.Reconciler{Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue}).
+		SetupWithManager(ctx, mgr, options); err != nil {
+		return fmt.Errorf("failed to set up the IPAddressClaim controller: %w", err)
+	}
+	if err := (&pool.Reconciler[*v1alpha1.MonolithIPPool]{
+		Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
+		NewObject: func() *v1alpha1.MonolithIPPool { return &v1alpha1.MonolithIPPool{} }, Kind: v1alpha1.MonolithIPPoolKind,
+	}).SetupWithManager(ctx, mgr, options); err != nil {
+		return fmt.Errorf("failed to set up the MonolithIPPool controller: %w", err)
+	}
+	if err := (&pool.Reconciler[*v1alpha1.GlobalMonolithIPPool]{
+		Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
+		NewObject: func() *v1alpha1.GlobalMonolithIPPool { return &v1alpha1.GlobalMonolithIPPool{} }, Kind: v1alpha1.GlobalMonolithIPPoolKind,
+	}).SetupWithManager(ctx, mgr, options); err != nil {
+		return fmt.Errorf("failed to set up the GlobalMonolithIPPool controller: %w", err)
+	}
 	return nil
 }

@@ -293,3 +293,31 @@ func (h *expiryHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return e
 }
+
+// Unallocate undoes an allocation that was never used, e.g. when creating
+// the IPAddress object failed: the address is free again at once, without a
+// grace period, since no host ever held it.
+func (a *Allocator) Unallocate(addr netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.used[addr]; !ok {
+		return
+	}
+	delete(a.used, addr)
+	a.free.put(addr)
+}
+
+// Held returns every held address, in the pool or out of range, so that an
+// allocator rebuilt for a changed pool keeps what this one handed out.
+func (a *Allocator) Held() []netip.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := make([]netip.Addr, 0, len(a.used)+len(a.outOfRange))
+	for addr := range a.used {
+		held = append(held, addr)
+	}
+	for addr := range a.outOfRange {
+		held = append(held, addr)
+	}
+	return held
+}

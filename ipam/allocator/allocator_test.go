@@ -453,3 +453,30 @@ func TestConcurrentAllocationsAreDistinct(t *testing.T) {
 	}
 	g.Expect(a.Counts().Used).To(Equal(big.NewInt(int64(len(seen)))))
 }
+
+func TestUnallocateFreesAtOnceDespiteAGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	pool, err := Parse(Spec{Addresses: []string{"10.0.0.1-10.0.0.2"}, Prefix: 24})
+	g.Expect(err).NotTo(HaveOccurred())
+	a := NewWithOptions(pool, Options{GracePeriod: time.Hour})
+	first, err := a.Allocate()
+	g.Expect(err).NotTo(HaveOccurred())
+	a.Unallocate(first)
+	again, err := a.Allocate()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again).To(Equal(first), "an address never used is not cooled down")
+	a.Unallocate(netip.MustParseAddr("10.0.0.9")) // not held: no-op
+	g.Expect(a.Counts().Int64().Used).To(Equal(int64(1)))
+}
+
+func TestHeldListsInPoolAndOutOfRangeAddresses(t *testing.T) {
+	g := NewWithT(t)
+	pool, err := Parse(Spec{Addresses: []string{"10.0.0.0/30"}, Prefix: 24})
+	g.Expect(err).NotTo(HaveOccurred())
+	a := New(pool)
+	in, err := a.Allocate()
+	g.Expect(err).NotTo(HaveOccurred())
+	out := netip.MustParseAddr("192.168.0.1")
+	a.MarkUsed(out)
+	g.Expect(a.Held()).To(ConsistOf(in, out))
+}

@@ -5,7 +5,7 @@
 // namespace:
 //
 //	func TestMain(m *testing.M) {
-//		ctrl.SetLogger(logr.Discard())
+//		ctrl.SetLogger(envtest.TestLogger())
 //		env, err := envtest.Start(context.Background(), envtest.Options{
 //			CRDDirectoryPaths: []string{"../../manifests/infra/crd"},
 //		})
@@ -27,6 +27,6 @@
 // sigs.k8s.io/cluster-api module in the Go module cache (see ClusterAPIModule),
 // so no network is needed.
 //
-// The package sets no global state: suites that want controller-runtime's
-// logs call ctrl.SetLogger themselves.
+// The package sets no global state: suites hand TestLogger to
+// ctrl.SetLogger themselves (CAPI_MONOLITH_TEST_LOGS=1 turns the logs on).
 package envtest

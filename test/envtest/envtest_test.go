@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ import (
 var env *envtest.Environment
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
+	ctrl.SetLogger(envtest.TestLogger())
 	start := time.Now()
 	var err error
 	env, err = envtest.Start(context.Background(), envtest.Options{})

@@ -1,0 +1,113 @@
+// Package index names the pools of the ipam module and registers the cache
+// indexes that find a pool's IPAddresses and IPAddressClaims without
+// listing everything.
+package index
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+)
+
+const (
+	// IPAddressPoolField indexes IPAddresses by the key of their pool.
+	IPAddressPoolField = "ipam.capi-monolith.dev/pool"
+	// ClaimPoolField indexes IPAddressClaims by the key of their pool.
+	ClaimPoolField = "ipam.capi-monolith.dev/claim-pool"
+	// ClaimClusterField indexes our IPAddressClaims by the name of their
+	// Cluster: spec.clusterName, else the cluster-name label.
+	ClaimClusterField = "ipam.capi-monolith.dev/claim-cluster"
+)
+
+// ClusterOfClaim is the name of a claim's Cluster: spec.clusterName, else
+// the cluster.x-k8s.io/cluster-name label; empty when it has none.
+func ClusterOfClaim(c *ipamv1.IPAddressClaim) string {
+	if c.Spec.ClusterName != "" {
+		return c.Spec.ClusterName
+	}
+	return c.Labels[clusterv1.ClusterNameLabel]
+}
+
+// PoolKey identifies one of our pools; Namespace is empty for global pools.
+type PoolKey struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// String is the key's index value, e.g. "MonolithIPPool/ns/name".
+func (k PoolKey) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
+
+// KeyOf returns the key of a pool object.
+func KeyOf(p v1alpha1.Pool) PoolKey {
+	return PoolKey{Kind: kindOf(p), Namespace: p.GetNamespace(), Name: p.GetName()}
+}
+
+func kindOf(p v1alpha1.Pool) string {
+	if _, ok := p.(*v1alpha1.GlobalMonolithIPPool); ok {
+		return v1alpha1.GlobalMonolithIPPoolKind
+	}
+	return v1alpha1.MonolithIPPoolKind
+}
+
+// KeyOfRef returns the key of the pool a reference made from namespace
+// names, and false when the reference is not to one of our kinds (another
+// provider's pool, or an empty apiGroup left by v1beta1 conversion).
+func KeyOfRef(ref ipamv1.IPPoolReference, namespace string) (PoolKey, bool) {
+	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Name == "" {
+		return PoolKey{}, false
+	}
+	switch ref.Kind {
+	case v1alpha1.MonolithIPPoolKind:
+		return PoolKey{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
+	case v1alpha1.GlobalMonolithIPPoolKind:
+		return PoolKey{Kind: ref.Kind, Name: ref.Name}, true
+	}
+	return PoolKey{}, false
+}
+
+// NewPool returns an empty object of the key's kind, and its object key.
+func (k PoolKey) NewPool() (v1alpha1.Pool, client.ObjectKey) {
+	if k.Kind == v1alpha1.GlobalMonolithIPPoolKind {
+		return &v1alpha1.GlobalMonolithIPPool{}, client.ObjectKey{Name: k.Name}
+	}
+	return &v1alpha1.MonolithIPPool{}, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
+}
+
+// Setup registers the indexes on the shared cache.
+func Setup(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddress{}, IPAddressPoolField, func(o client.Object) []string {
+		a := o.(*ipamv1.IPAddress)
+		if k, ok := KeyOfRef(a.Spec.PoolRef, a.Namespace); ok {
+			return []string{k.String()}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index IPAddresses by pool: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, ClaimPoolField, func(o client.Object) []string {
+		c := o.(*ipamv1.IPAddressClaim)
+		if k, ok := KeyOfRef(c.Spec.PoolRef, c.Namespace); ok {
+			return []string{k.String()}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index IPAddressClaims by pool: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, ClaimClusterField, func(o client.Object) []string {
+		if name := ClusterOfClaim(o.(*ipamv1.IPAddressClaim)); name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index IPAddressClaims by cluster: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/watch"
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/ledger"
+)
+
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+
+// Reconciler fulfils IPAddressClaims from our pools.
+type Reconciler struct {
+	Client           client.Client
+	Ledger           *ledger.Ledger
+	WatchFilterValue string
+
+	// firstSeen remembers when each unfulfilled claim was first seen, for
+	// the allocation latency metric.
+	firstSeen sync.Map
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.Ledger == nil {
+		return errors.New("claim.Reconciler: Client and Ledger are required")
+	}
+	scaffold, err := reconcile.New(reconcile.Options[*ipamv1.IPAddressClaim]{
+		Client:           r.Client,
+		NewObject:        func() *ipamv1.IPAddressClaim { return &ipamv1.IPAddressClaim{} },
+		Phases:           r,
+		Finalizer:        v1alpha1.ReleaseAddressFinalizer,
+		GetCluster:       clusterOf,
+		WatchFilterValue: r.WatchFilterValue,
+		OwnedConditions:  []string{ipamv1.IPAddressClaimReadyCondition},
+	})
+	if err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "ipaddressclaim")
+	// Pools matter to claims only when their spec or pause state changes;
+	// their frequent status updates must not fan out to every claim.
+	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim").
+		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(
+			predicate.NewPredicateFuncs(isOurs),
+			watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue),
+		)).
+		WithOptions(options).
+		Watches(&clusterv1.Cluster{}, r.clusterToClaims(),
+			builder.WithPredicates(watch.ClusterEvents(mgr.GetScheme(), log, r.WatchFilterValue))).
+		Watches(&ipamv1.IPAddress{}, r.addressEvents()).
+		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToWaitingClaims(), builder.WithPredicates(predicate.NewPredicateFuncs(isOurs))).
+		Watches(&v1alpha1.MonolithIPPool{}, r.poolToWaitingClaims(), poolChanged).
+		Watches(&v1alpha1.GlobalMonolithIPPool{}, r.poolToWaitingClaims(), poolChanged).
+		Complete(scaffold)
+}
+
+func isOurs(o client.Object) bool {
+	c, ok := o.(*ipamv1.IPAddressClaim)
+	if !ok {
+		return false
+	}
+	_, ours := index.KeyOfRef(c.Spec.PoolRef, c.Namespace)
+	return ours
+}
+
+// clusterOf finds a claim's Cluster by spec.clusterName, else by the
+// cluster-name label. A Cluster that is gone never blocks the release.
+func clusterOf(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim) (*clusterv1.Cluster, error) {
+	name := index.ClusterOfClaim(claim)
+	if name == "" {
+		return nil, nil
+	}
+	return reconcile.ClusterByName(ctx, c, claim.Namespace, name)
+}
+
+// UpdateStatus implements reconcile.Phases; the phases set the claim's Ready
+// condition themselves, as each knows the reason.
+func (r *Reconciler) UpdateStatus(context.Context, *reconcile.Scope[*ipamv1.IPAddressClaim]) {}
+
+func (r *Reconciler) observeLatency(claim types.NamespacedName) {
+	if v, ok := r.firstSeen.LoadAndDelete(claim); ok {
+		allocationDuration(time.Since(v.(time.Time)))
+	}
+}
+
+func poolName(key index.PoolKey) string {
+	if key.Namespace == "" {
+		return fmt.Sprintf("%s %s", key.Kind, key.Name)
+	}
+	return fmt.Sprintf("%s %s/%s", key.Kind, key.Namespace, key.Name)
+}

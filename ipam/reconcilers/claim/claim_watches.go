@@ -1,0 +1,121 @@
+package claim
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/metrics"
+)
+
+// addressEvents brings an IPAddress's claim back on every change, and on a
+// deletion also the claims waiting for an address of the same pool.
+func (r *Reconciler) addressEvents() handler.EventHandler {
+	enqueueClaim := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		a, ok := o.(*ipamv1.IPAddress)
+		if !ok {
+			return
+		}
+		if _, ours := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); !ours || a.Spec.ClaimRef.Name == "" {
+			return
+		}
+		q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.ClaimRef.Name}})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueueClaim(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueueClaim(e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueueClaim(e.Object, q)
+			if a, ok := e.Object.(*ipamv1.IPAddress); ok {
+				if key, ours := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ours {
+					r.enqueueWaiting(ctx, key, q)
+				}
+			}
+		},
+	}
+}
+
+// poolToWaitingClaims brings back the claims of a pool that still wait for
+// an address (or for their release) when the pool's spec or pause changes.
+func (r *Reconciler) poolToWaitingClaims() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			r.enqueuePool(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			r.enqueuePool(ctx, e.ObjectNew, q)
+		},
+	}
+}
+
+func (r *Reconciler) enqueuePool(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	if p, ok := o.(v1alpha1.Pool); ok {
+		r.enqueueWaiting(ctx, index.KeyOf(p), q)
+	}
+}
+
+func (r *Reconciler) enqueueWaiting(ctx context.Context, key index.PoolKey, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, claims, client.MatchingFields{index.ClaimPoolField: key.String()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the claims of a pool", "pool", key.String())
+		return
+	}
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if c.Status.AddressRef.Name == "" || !c.DeletionTimestamp.IsZero() {
+			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
+	}
+}
+
+func allocationDuration(d time.Duration) {
+	metrics.AllocationDuration.Observe(d.Seconds())
+}
+
+// clusterToClaims brings back a Cluster's claims, whether they name it in
+// spec.clusterName or only by label.
+func (r *Reconciler) clusterToClaims() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
+		claims := &ipamv1.IPAddressClaimList{}
+		if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ClaimClusterField: o.GetName()}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Failed to list the claims of a Cluster", "Cluster", klog.KObj(o))
+			return nil
+		}
+		reqs := make([]ctrl.Request, 0, len(claims.Items))
+		for i := range claims.Items {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+		}
+		return reqs
+	})
+}
+
+// releasedClaimToWaitingClaims wakes the claims waiting on a pool when a
+// claim of it is finally gone: its address was released just before.
+func (r *Reconciler) releasedClaimToWaitingClaims() handler.EventHandler {
+	return handler.Funcs{
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			c, ok := e.Object.(*ipamv1.IPAddressClaim)
+			if !ok {
+				return
+			}
+			if key, ours := index.KeyOfRef(c.Spec.PoolRef, c.Namespace); ours {
+				r.enqueueWaiting(ctx, key, q)
+			}
+		},
+	}
+}

@@ -1,0 +1,158 @@
+// Package pool reconciles both pool kinds of the ipam module: it reports
+// each pool's address counts and Ready condition, exports them as metrics,
+// and holds a pool's deletion while addresses from it are allocated.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/watch"
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/metrics"
+)
+
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools/status;globalmonolithippools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
+
+// deletionRecheck is how often a pool held by allocated addresses is looked
+// at again, beside the IPAddress events that normally bring it back.
+const deletionRecheck = time.Minute
+
+// Object is one of our pool kinds.
+type Object interface {
+	v1alpha1.Pool
+	reconcile.Object
+}
+
+// Reconciler reconciles one pool kind.
+type Reconciler[T Object] struct {
+	Client           client.Client
+	Ledger           *ledger.Ledger
+	WatchFilterValue string
+	// NewObject returns an empty pool of the reconciled kind.
+	NewObject func() T
+	// Kind is the reconciled kind's name.
+	Kind string
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.Ledger == nil || r.NewObject == nil || r.Kind == "" {
+		return errors.New("pool.Reconciler: Client, Ledger, NewObject and Kind are required")
+	}
+	scaffold, err := reconcile.New(reconcile.Options[T]{
+		Client:           r.Client,
+		NewObject:        r.NewObject,
+		Phases:           r,
+		Finalizer:        v1alpha1.ProtectPoolFinalizer,
+		WatchFilterValue: r.WatchFilterValue,
+		OwnedConditions:  []string{v1alpha1.ReadyCondition},
+	})
+	if err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", strings.ToLower(r.Kind))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(strings.ToLower(r.Kind)).
+		For(r.NewObject(), builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue))).
+		WithOptions(options).
+		Watches(&ipamv1.IPAddress{}, r.addressToPool()).
+		Complete(scaffold)
+}
+
+// addressToPool brings a pool back when one of its addresses changes, so
+// that its counts stay current and a held deletion proceeds.
+func (r *Reconciler[T]) addressToPool() handler.EventHandler {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		a, ok := o.(*ipamv1.IPAddress)
+		if !ok {
+			return
+		}
+		if key, ours := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ours && key.Kind == r.Kind {
+			q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: key.Namespace, Name: key.Name}})
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.Object, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// ReconcileNormal reports the pool's counts and validity.
+func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
+	pool := s.Object
+	state, err := r.Ledger.For(ctx, pool)
+	if err != nil {
+		if errors.Is(err, ledger.ErrInvalidPool) {
+			// Only reachable with the webhook off: say why, hand out nothing.
+			setReady(pool, metav1.ConditionFalse, v1alpha1.InvalidSpecReason, err.Error())
+			pool.GetStatus().IPAddresses = nil
+			metrics.DeletePool(index.KeyOf(pool))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	c := state.Allocator().Counts().Int64()
+	pool.GetStatus().IPAddresses = &v1alpha1.IPAddressesStatus{
+		Total: c.Total, Used: c.Used, Free: c.Free, OutOfRange: int64(c.OutOfRange), Capped: c.Capped,
+	}
+	metrics.SetPool(index.KeyOf(pool), c)
+	setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, "")
+	return ctrl.Result{}, nil
+}
+
+// ReconcileDelete lets the pool go once no address of it is allocated, or
+// at once with the skip-delete-protection annotation (clusterctl move).
+func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
+	pool := s.Object
+	key := index.KeyOf(pool)
+	if pool.GetAnnotations()[v1alpha1.SkipDeleteProtectionAnnotation] != "true" {
+		addresses := &ipamv1.IPAddressList{}
+		if err := r.Client.List(ctx, addresses, client.MatchingFields{index.IPAddressPoolField: key.String()}); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to list the IPAddresses of the pool: %w", err)
+		}
+		if n := len(addresses.Items); n > 0 {
+			setReady(pool, metav1.ConditionFalse, v1alpha1.DeletionBlockedReason,
+				fmt.Sprintf("Deletion waits for %d allocated addresses to be released (or annotate the pool with %s=true)", n, v1alpha1.SkipDeleteProtectionAnnotation))
+			return ctrl.Result{RequeueAfter: deletionRecheck}, nil
+		}
+	}
+	r.Ledger.Remove(key)
+	metrics.DeletePool(key)
+	return ctrl.Result{}, nil
+}
+
+// UpdateStatus implements reconcile.Phases; the phases set Ready themselves.
+func (r *Reconciler[T]) UpdateStatus(context.Context, *reconcile.Scope[T]) {}
+
+func setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(pool, metav1.Condition{
+		Type: v1alpha1.ReadyCondition, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: pool.GetGeneration(),
+	})
+}
