@@ -19,6 +19,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/ipam/ledger"
 	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/claim"
 	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/pool"
+	"github.com/capi-monolith/capi-monolith/ipam/webhooks"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
@@ -63,6 +64,11 @@ func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modul
 		NewObject: func() *v1alpha1.MonolithIPPool { return &v1alpha1.MonolithIPPool{} }, Kind: v1alpha1.MonolithIPPoolKind,
 	}).SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithIPPool controller: %w", err)
+	}
+	if opts.WebhooksEnabled {
+		if err := webhooks.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("failed to set up the pool webhooks: %w", err)
+		}
 	}
 	if err := (&pool.Reconciler[*v1alpha1.GlobalMonolithIPPool]{
 		Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
