@@ -1,12 +1,25 @@
-// Package infra is the infra module of capi-monolith: the docker-like infrastructure provider: MonolithCluster and MonolithMachine, with docker and in-memory backends.
+// Package infra is the infra module of capi-monolith: the docker-like
+// infrastructure provider, with MonolithCluster and MonolithMachine
+// (Cluster API's InfraCluster and InfraMachine) provisioned by a docker or
+// an inMemory backend.
 package infra
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/backend/inmemory"
+	"github.com/capi-monolith/capi-monolith/infra/reconcilers/cluster"
+	"github.com/capi-monolith/capi-monolith/infra/reconcilers/machine"
+	"github.com/capi-monolith/capi-monolith/infra/tasks"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
@@ -21,12 +34,32 @@ var _ modules.Module = Module{}
 // Name implements modules.Module.
 func (Module) Name() string { return Name }
 
-// AddToScheme implements modules.Module. The module has no API types yet.
-func (Module) AddToScheme(*runtime.Scheme) error { return nil }
+// AddToScheme implements modules.Module: our kinds, and Cluster API's IPAM
+// types for the machines' address claims.
+func (Module) AddToScheme(scheme *runtime.Scheme) error {
+	if err := ipamv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	return v1alpha1.AddToScheme(scheme)
+}
 
-// SetupWithManager implements modules.Module. The module has no controllers
-// yet: enabling it runs nothing.
-func (Module) SetupWithManager(ctx context.Context, _ ctrl.Manager, _ modules.Options) error {
-	ctrl.LoggerFrom(ctx).Info("Module has no controllers yet")
+// SetupWithManager implements modules.Module.
+func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
+	// The docker backend is not wired yet: machines asking for it report
+	// that it is unavailable.
+	backends := backend.Set{InMemory: inmemory.New(inmemory.Options{})}
+	bootstraps := tasks.New(context.Background())
+	if err := mgr.Add(bootstraps); err != nil {
+		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)
+	}
+	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	if err := (&cluster.Reconciler{Client: mgr.GetClient(), Backends: backends, WatchFilterValue: opts.WatchFilterValue}).
+		SetupWithManager(ctx, mgr, options); err != nil {
+		return fmt.Errorf("failed to set up the MonolithCluster controller: %w", err)
+	}
+	if err := (&machine.Reconciler{Client: mgr.GetClient(), Backends: backends, Tasks: bootstraps, WatchFilterValue: opts.WatchFilterValue}).
+		SetupWithManager(ctx, mgr, options); err != nil {
+		return fmt.Errorf("failed to set up the MonolithMachine controller: %w", err)
+	}
 	return nil
 }

@@ -137,6 +137,11 @@ func TestExhaustedPoolAllocatesToAWaitingClaimWhenAnAddressIsReleased(t *testing
 	g.Expect(env.Client.Delete(ctx, newClaim(ns, "a", "small"))).To(Succeed())
 	expectGone(t, first)
 	g.Expect(addressOf(t, waiting).Spec.Address).To(Equal(first.Spec.Address), "the waiting claim gets the released address with no manual step")
+
+	for _, name := range []string{"b", "c"} {
+		g.Expect(env.Client.Delete(ctx, newClaim(ns, name, "small"))).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) int64 { return poolCounts(g, pool).Used }, timeout).Should(BeZero(), "every release shows in the pool's counts")
 }
 
 func TestReleasedAddressWaitsForItsReuseGracePeriod(t *testing.T) {

@@ -78,6 +78,7 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		For(r.NewObject(), builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue))).
 		WithOptions(options).
 		Watches(&ipamv1.IPAddress{}, r.addressToPool()).
+		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToPool()).
 		Complete(scaffold)
 }
 
@@ -99,6 +100,23 @@ func (r *Reconciler[T]) addressToPool() handler.EventHandler {
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			enqueue(e.Object, q)
+		},
+	}
+}
+
+// releasedClaimToPool brings a pool back when one of its claims is finally
+// gone: the claim's address was released just before, after the IPAddress
+// delete event may already have been handled.
+func (r *Reconciler[T]) releasedClaimToPool() handler.EventHandler {
+	return handler.Funcs{
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			c, ok := e.Object.(*ipamv1.IPAddressClaim)
+			if !ok {
+				return
+			}
+			if key, ours := index.KeyOfRef(c.Spec.PoolRef, c.Namespace); ours && key.Kind == r.Kind {
+				q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: key.Namespace, Name: key.Name}})
+			}
 		},
 	}
 }

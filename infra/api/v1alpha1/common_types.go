@@ -1,0 +1,56 @@
+package v1alpha1
+
+// Condition types and reasons shared by the infra kinds.
+const (
+	// LoadBalancerAvailableCondition is True when the cluster's control
+	// plane load balancer serves the endpoint.
+	LoadBalancerAvailableCondition = "LoadBalancerAvailable"
+	// BackendMachineProvisionedCondition is True when the node exists.
+	BackendMachineProvisionedCondition = "BackendMachineProvisioned"
+	// BootstrapExecSucceededCondition is True when the bootstrap data ran
+	// on the node; its message shows progress while it runs.
+	BootstrapExecSucceededCondition = "BootstrapExecSucceeded"
+	// IPAddressesClaimedCondition is True when every address asked for in
+	// spec.addressesFromPools has been allocated.
+	IPAddressesClaimedCondition = "IPAddressesClaimed"
+
+	// WaitingForClusterInfrastructureReason: the cluster is not provisioned.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: the Machine has no bootstrap data yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// WaitingForIPAddressesReason: some IPAddressClaims are not fulfilled.
+	WaitingForIPAddressesReason = "WaitingForIPAddresses"
+	// ProvisionedReason, ClaimedReason and SucceededReason mark success.
+	ProvisionedReason = "Provisioned"
+	ClaimedReason     = "Claimed"
+	SucceededReason   = "Succeeded"
+	// RunningReason: an asynchronous step is under way.
+	RunningReason = "Running"
+	// FailedReason: a step failed; the message says why, it is retried.
+	FailedReason = "Failed"
+	// NotApplicableReason: nothing to do for this object.
+	NotApplicableReason = "NotApplicable"
+	// DeletingReason: the object is being deleted.
+	DeletingReason = "Deleting"
+)
+
+const (
+	// ClusterFinalizer lets the infra module release a cluster's load
+	// balancer and network before the MonolithCluster goes.
+	ClusterFinalizer = "monolithcluster.infrastructure.cluster.x-k8s.io"
+	// MachineFinalizer lets the infra module delete the node and release its
+	// addresses before the MonolithMachine goes.
+	MachineFinalizer = "monolithmachine.infrastructure.cluster.x-k8s.io"
+	// ClaimFinalizer is set on the IPAddressClaims of a MonolithMachine, so
+	// that its addresses are released only after its node is gone.
+	ClaimFinalizer = "monolithmachine.infrastructure.cluster.x-k8s.io/ip-claim"
+)
+
+// Initialization is the contract's status.initialization.
+type Initialization struct {
+	// provisioned is true once the infrastructure exists; Cluster API
+	// v1.14 reads it (contract v1beta2).
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+

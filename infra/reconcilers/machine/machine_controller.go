@@ -1,0 +1,84 @@
+// Package machine reconciles MonolithMachines, Cluster API's infrastructure
+// machines of capi-monolith. In order: wait for the cluster's infrastructure
+// and the Machine's bootstrap data; claim the addresses the machine asks of
+// IP pools and wait for them; create the node through the backend and
+// report its provider ID and addresses; run the bootstrap data on it as a
+// background task. Deletion cancels the task, deletes the node, then
+// releases the claims.
+package machine
+
+import (
+	"context"
+	"errors"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+
+	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/watch"
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/tasks"
+)
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithmachines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithmachines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Reconciler reconciles MonolithMachines.
+type Reconciler struct {
+	// Client reads through the shared cache; Secrets bypass it.
+	Client           client.Client
+	Backends         backend.Set
+	Tasks            *tasks.Manager
+	WatchFilterValue string
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.Tasks == nil {
+		return errors.New("machine.Reconciler: Client and Tasks are required")
+	}
+	scaffold, err := reconcile.New(reconcile.Options[*v1alpha1.MonolithMachine]{
+		Client:           r.Client,
+		NewObject:        func() *v1alpha1.MonolithMachine { return &v1alpha1.MonolithMachine{} },
+		Phases:           r,
+		Finalizer:        v1alpha1.MachineFinalizer,
+		GetCluster:       reconcile.ClusterFromLabel[*v1alpha1.MonolithMachine],
+		RequireCluster:   true,
+		WatchFilterValue: r.WatchFilterValue,
+		OwnedConditions: []string{clusterv1.ReadyCondition, v1alpha1.BackendMachineProvisionedCondition,
+			v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition},
+	})
+	if err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "monolithmachine")
+	clusterToMachines, err := watch.ClusterToObjects(mgr.GetClient(), &v1alpha1.MonolithMachineList{}, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("monolithmachine").
+		For(&v1alpha1.MonolithMachine{}, builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue))).
+		WithOptions(options).
+		Watches(&clusterv1.Machine{},
+			handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(v1alpha1.GroupVersion.WithKind("MonolithMachine"))),
+			builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue))).
+		Watches(&clusterv1.Cluster{}, clusterToMachines,
+			builder.WithPredicates(watch.ClusterEventsOrInfrastructureProvisioned(mgr.GetScheme(), log, r.WatchFilterValue))).
+		Owns(&ipamv1.IPAddressClaim{}).
+		WatchesRawSource(r.Tasks.Source()).
+		Complete(scaffold)
+}
