@@ -53,4 +53,3 @@ type Initialization struct {
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
 }
-
