@@ -27,8 +27,15 @@ const timeout = 30 * time.Second
 
 var ctx = context.Background()
 
-// start runs the binary's manager with the given modules and no webhooks.
+// start runs the binary's manager with the given modules and no webhooks,
+// until the test ends.
 func start(t *testing.T, args ...string) {
+	t.Helper()
+	startStoppable(t, args...)
+}
+
+// startStoppable is start, returning a function that stops it earlier.
+func startStoppable(t *testing.T, args ...string) (stop func()) {
 	t.Helper()
 	g := NewWithT(t)
 	reg := builtin.Registry()
@@ -42,10 +49,16 @@ func start(t *testing.T, args ...string) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		g.Expect(<-done).To(Succeed())
-	})
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			g.Expect(<-done).To(Succeed())
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func get(g Gomega, obj client.Object) {

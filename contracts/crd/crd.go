@@ -26,6 +26,7 @@ var ContractLabel = clusterv1.GroupVersion.String()
 
 type checkOptions struct {
 	clusterScoped bool
+	template      bool
 	category      string
 }
 
@@ -35,6 +36,9 @@ type Option func(*checkOptions)
 // ClusterScoped expects a cluster-scoped kind (e.g. a global IP pool)
 // instead of a namespaced one.
 func ClusterScoped() Option { return func(o *checkOptions) { o.clusterScoped = true } }
+
+// Template expects a template kind, which has no status subresource.
+func Template() Option { return func(o *checkOptions) { o.template = true } }
 
 // InCategory expects the kind to be in the given category, e.g. cluster-api,
 // so that `kubectl get cluster-api` lists it.
@@ -73,7 +77,7 @@ func Check(crd *apiextensionsv1.CustomResourceDefinition, opts ...Option) error 
 	}
 
 	for _, v := range crd.Spec.Versions {
-		if v.Served && (v.Subresources == nil || v.Subresources.Status == nil) {
+		if v.Served && !o.template && (v.Subresources == nil || v.Subresources.Status == nil) {
 			errs = append(errs, fmt.Errorf("CRD %s version %s has no status subresource", crd.Name, v.Name))
 		}
 	}
@@ -119,4 +123,30 @@ func LoadDir(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		}
 	}
 	return crds, nil
+}
+
+// HasPath reports whether the CRD's schema (of every served version) has
+// the property at path, e.g. "status", "initialization", "provisioned".
+// Array items are entered transparently.
+func HasPath(c *apiextensionsv1.CustomResourceDefinition, path ...string) error {
+	for _, v := range c.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			return fmt.Errorf("CRD %s version %s has no schema", c.Name, v.Name)
+		}
+		s := v.Schema.OpenAPIV3Schema
+		for i, p := range path {
+			if s.Items != nil && s.Items.Schema != nil {
+				s = s.Items.Schema
+			}
+			next, ok := s.Properties[p]
+			if !ok {
+				return fmt.Errorf("CRD %s version %s has no field %s", c.Name, v.Name, strings.Join(path[:i+1], "."))
+			}
+			s = &next
+		}
+	}
+	return nil
 }

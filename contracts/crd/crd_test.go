@@ -69,6 +69,11 @@ func TestCheck(t *testing.T) {
 			wantErr: []string{"version v1alpha1 has no status subresource"},
 		},
 		{
+			name:   "a template needs no status subresource",
+			mutate: func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].Subresources = nil },
+			opts:   []crd.Option{crd.Template()},
+		},
+		{
 			name:    "a missing category is reported",
 			mutate:  func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Names.Categories = nil },
 			opts:    []crd.Option{crd.InCategory("cluster-api")},
@@ -110,4 +115,21 @@ func TestLoadDirReadsMultiDocumentFiles(t *testing.T) {
 	g.Expect(crds[0].Spec.Names.Kind).To(Equal("MonolithCluster"))
 	g.Expect(crd.Check(crds[0])).To(Succeed())
 	g.Expect(crd.Check(crds[1])).To(MatchError(ContainSubstring("has no status subresource")))
+}
+
+func TestHasPathFindsNestedAndListFields(t *testing.T) {
+	g := NewWithT(t)
+	crds, err := crd.LoadDir("testdata")
+	g.Expect(err).NotTo(HaveOccurred())
+	c := crds[0].DeepCopy()
+	c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties = map[string]apiextensionsv1.JSONSchemaProps{
+		"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"addresses": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"address": {Type: "string"}},
+			}}},
+		}},
+	}
+	g.Expect(crd.HasPath(c, "status", "addresses", "address")).To(Succeed())
+	g.Expect(crd.HasPath(c, "status", "addresses", "type")).To(MatchError(ContainSubstring("has no field status.addresses.type")))
+	g.Expect(crd.HasPath(c, "spec")).To(MatchError(ContainSubstring("has no field spec")))
 }

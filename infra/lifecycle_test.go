@@ -1,0 +1,143 @@
+package infra_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+)
+
+// fixture is one provisioned cluster, as Cluster API core leaves it, ready
+// for machines.
+type fixture struct {
+	ns      string
+	cluster *clusterv1.Cluster
+}
+
+func newFixture(t *testing.T, labels map[string]string) fixture {
+	t.Helper()
+	g := NewWithT(t)
+	ns, err := env.CreateNamespace(ctx, "infra")
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "c", Labels: labels},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "c"}},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	mc := &infrav1.MonolithCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "c", Labels: labels},
+		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
+	}
+	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	g.Expect(env.Client.Status().Patch(ctx, cluster, patch)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "bootstrap"},
+		Data: map[string][]byte{"value": []byte("#cloud-config\n")}})).To(Succeed())
+	return fixture{ns: ns.Name, cluster: cluster}
+}
+
+func (f fixture) machine(t *testing.T, name string, labels map[string]string) *infrav1.MonolithMachine {
+	t.Helper()
+	g := NewWithT(t)
+	all := map[string]string{clusterv1.ClusterNameLabel: "c"}
+	for k, v := range labels {
+		all[k] = v
+	}
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: all},
+		Spec: clusterv1.MachineSpec{ClusterName: "c", Version: "v1.36.3",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithMachine", Name: name}},
+	}
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	mm := &infrav1.MonolithMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: all, OwnerReferences: ownedBy(m, "Machine")},
+		Spec:       infrav1.MonolithMachineSpec{Backend: infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{}}},
+	}
+	g.Expect(env.Client.Create(ctx, mm)).To(Succeed())
+	return mm
+}
+
+func provisioned(g Gomega, mm *infrav1.MonolithMachine) bool {
+	get(g, mm)
+	return ptr.Deref(mm.Status.Initialization.Provisioned, false) && conditions.IsTrue(mm, clusterv1.ReadyCondition)
+}
+
+func TestPausedClusterHoldsItsMachinesUntilUnpaused(t *testing.T) {
+	g := NewWithT(t)
+	start(t, "--enable-modules=infra")
+	f := newFixture(t, nil)
+	patch := client.MergeFrom(f.cluster.DeepCopy())
+	f.cluster.Spec.Paused = ptr.To(true)
+	g.Expect(env.Client.Patch(ctx, f.cluster, patch)).To(Succeed())
+
+	mm := f.machine(t, "m", nil)
+	g.Eventually(func(g Gomega) bool {
+		get(g, mm)
+		return conditions.IsTrue(mm, clusterv1.PausedCondition)
+	}, timeout).Should(BeTrue())
+	g.Consistently(func(g Gomega) {
+		get(g, mm)
+		g.Expect(mm.Spec.ProviderID).To(BeEmpty())
+		g.Expect(mm.Finalizers).To(BeEmpty())
+	}, "2s").Should(Succeed(), "nothing happens to a paused cluster's machine")
+
+	patch = client.MergeFrom(f.cluster.DeepCopy())
+	f.cluster.Spec.Paused = ptr.To(false)
+	g.Expect(env.Client.Patch(ctx, f.cluster, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
+	g.Expect(conditions.IsFalse(mm, clusterv1.PausedCondition)).To(BeTrue())
+}
+
+func TestWatchFilterIgnoresMachinesWithoutTheLabel(t *testing.T) {
+	g := NewWithT(t)
+	start(t, "--enable-modules=infra", "--watch-filter=mine")
+	f := newFixture(t, map[string]string{clusterv1.WatchLabel: "mine"})
+	mine := f.machine(t, "mine", map[string]string{clusterv1.WatchLabel: "mine"})
+	theirs := f.machine(t, "theirs", nil)
+	g.Eventually(func(g Gomega) bool { return provisioned(g, mine) }, timeout).Should(BeTrue())
+	g.Consistently(func(g Gomega) {
+		get(g, theirs)
+		g.Expect(theirs.Finalizers).To(BeEmpty())
+		g.Expect(theirs.Status.Conditions).To(BeEmpty())
+	}, "2s").Should(Succeed())
+}
+
+func TestARestartedManagerReportsTheSameNodes(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, nil)
+	stop := startStoppable(t, "--enable-modules=infra")
+	mm := f.machine(t, "m", nil)
+	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
+	before := mm.DeepCopy()
+	stop()
+
+	startStoppable(t, "--enable-modules=infra")
+	// A nudge so that the new manager reconciles the machine now.
+	patch := client.MergeFrom(mm.DeepCopy())
+	mm.Annotations = map[string]string{"nudge": "1"}
+	g.Expect(env.Client.Patch(ctx, mm, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) int64 {
+		get(g, mm)
+		if c := conditions.Get(mm, clusterv1.ReadyCondition); c != nil {
+			return c.ObservedGeneration
+		}
+		return -1
+	}, timeout).Should(Equal(mm.Generation))
+	g.Consistently(func(g Gomega) {
+		get(g, mm)
+		g.Expect(mm.Spec.ProviderID).To(Equal(before.Spec.ProviderID))
+		g.Expect(mm.Status.Addresses).To(Equal(before.Status.Addresses))
+		g.Expect(provisioned(g, mm)).To(BeTrue())
+	}, "2s").Should(Succeed())
+}
