@@ -141,3 +141,60 @@ func TestARestartedManagerReportsTheSameNodes(t *testing.T) {
 		g.Expect(provisioned(g, mm)).To(BeTrue())
 	}, "2s").Should(Succeed())
 }
+
+func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
+	g := NewWithT(t)
+	start(t, "--enable-modules=infra")
+	f := newFixture(t, nil)
+	// The Secret exists but holds no value.
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}})).To(Succeed())
+	mm := f.machine(t, "m", nil)
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "m"}}
+	get(g, m)
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Spec.Bootstrap.DataSecretName = ptr.To("empty")
+	g.Expect(env.Client.Patch(ctx, m, patch)).To(Succeed())
+
+	g.Eventually(func(g Gomega) string {
+		get(g, mm)
+		c := conditions.Get(mm, infrav1.BootstrapExecSucceededCondition)
+		if c == nil {
+			return ""
+		}
+		return c.Reason + ": " + c.Message
+	}, timeout).Should(Equal(infrav1.FailedReason + ": bootstrap data Secret empty has no value"))
+	g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "the node exists; only its bootstrap waits")
+
+	// Fixing the data is picked up by the retry, with no manual step.
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}}
+	get(g, s)
+	sp := client.MergeFrom(s.DeepCopy())
+	s.Data = map[string][]byte{"value": []byte("#cloud-config\n")}
+	g.Expect(env.Client.Patch(ctx, s, sp)).To(Succeed())
+	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
+}
+
+func TestExternallyManagedClusterIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	start(t, "--enable-modules=infra")
+	ns, err := env.CreateNamespace(ctx, "infra")
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "c"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "c"}},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	mc := &infrav1.MonolithCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "c",
+			Annotations: map[string]string{clusterv1.ManagedByAnnotation: "someone-else"}},
+		Spec: infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
+	}
+	mc.OwnerReferences = ownedBy(cluster, "Cluster")
+	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		get(g, mc)
+		g.Expect(mc.Finalizers).To(BeEmpty())
+		g.Expect(mc.Status.Initialization.Provisioned).To(BeNil())
+	}, "2s").Should(Succeed())
+}
