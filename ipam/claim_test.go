@@ -396,3 +396,24 @@ func TestPoolDeletionWaitsForItsAddresses(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, moved)).To(Succeed())
 	expectGone(t, moved)
 }
+
+func TestAddressesLeftOutsideAShrunkPoolCountAsOutOfRangeNotUsed(t *testing.T) {
+	g := NewWithT(t)
+	startIPAM(t)
+	ns := namespace(t)
+	pool := createPool(t, ns, "shrinking", spec(24, "10.90.0.10-10.90.0.19"))
+	var last *ipamv1.IPAddress
+	for i := range 3 {
+		last = addressOf(t, createClaim(t, ns, claimName(i), "shrinking"))
+	}
+	g.Expect(last.Spec.Address).To(Equal("10.90.0.12"))
+	// Only possible with the webhook off: the change strands 10.90.0.12.
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.Addresses = []string{"10.90.0.10-10.90.0.11", "10.90.0.20-10.90.0.29"}
+	g.Expect(env.Client.Patch(ctx, pool, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) v1alpha1.IPAddressesStatus { return *poolCounts(g, pool) }, timeout).Should(Equal(
+		v1alpha1.IPAddressesStatus{Total: 12, Used: 2, Free: 10, OutOfRange: 1}))
+	// The stranded address is still held: nobody else gets it.
+	next := addressOf(t, createClaim(t, ns, "next", "shrinking"))
+	g.Expect(next.Spec.Address).To(Equal("10.90.0.20"))
+}
