@@ -20,6 +20,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/cluster"
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/machine"
 	"github.com/capi-monolith/capi-monolith/infra/tasks"
+	"github.com/capi-monolith/capi-monolith/infra/webhooks"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
@@ -51,6 +52,11 @@ func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modul
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)
+	}
+	if opts.WebhooksEnabled {
+		if err := webhooks.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("failed to set up the infra webhooks: %w", err)
+		}
 	}
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	if err := (&cluster.Reconciler{Client: mgr.GetClient(), Backends: backends, WatchFilterValue: opts.WatchFilterValue}).

@@ -53,3 +53,16 @@ type Initialization struct {
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
 }
+
+// Defaults of the backend settings, written by the defaulting webhook and
+// assumed by the backends when the webhook is off.
+const (
+	// DefaultDockerNetwork is kind's network, so that kind clusters and
+	// Monolith clusters can share it.
+	DefaultDockerNetwork = "kind"
+	// DefaultDockerLoadBalancerImage is the haproxy image kind and CAPD use
+	// for the control plane load balancer.
+	DefaultDockerLoadBalancerImage = "kindest/haproxy:v20230606-42a2262b"
+	// DefaultInMemoryNodeCIDR is where simulated nodes get their addresses.
+	DefaultInMemoryNodeCIDR = "10.128.0.0/16"
+)

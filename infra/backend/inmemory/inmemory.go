@@ -23,11 +23,9 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
 )
-
-// DefaultNodeCIDR is where nodes get addresses when a cluster names none.
-const DefaultNodeCIDR = "10.128.0.0/16"
 
 // APIServerPort is the port of the simulated control plane endpoint.
 const APIServerPort = 6443
@@ -75,7 +73,7 @@ func ProviderID(m backend.MachineRef) string {
 
 func nodeCIDR(spec string) (netip.Prefix, error) {
 	if spec == "" {
-		spec = DefaultNodeCIDR
+		spec = v1alpha1.DefaultInMemoryNodeCIDR
 	}
 	p, err := netip.ParsePrefix(spec)
 	if err != nil {
