@@ -40,7 +40,9 @@ func TestRunRejectsBadFlagsAtStartup(t *testing.T) {
 func TestRunServesHealthAgainstARealAPIServerAndStopsOnCancel(t *testing.T) {
 	g := NewWithT(t)
 	ctrl.SetLogger(envtest.TestLogger())
-	env, err := envtest.Start(context.Background(), envtest.Options{})
+	crds, err := filepath.Glob(filepath.Join("manifests", "*", "crd"))
+	g.Expect(err).NotTo(HaveOccurred())
+	env, err := envtest.Start(context.Background(), envtest.Options{CRDDirectoryPaths: crds})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,46 +18,18 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const timeout = 30 * time.Second
 
 var ctx = context.Background()
 
-// start runs the binary's manager with the given modules and no webhooks,
+// start runs the binary's manager with the given flags and no webhooks,
 // until the test ends.
 func start(t *testing.T, args ...string) {
 	t.Helper()
-	startStoppable(t, args...)
-}
-
-// startStoppable is start, returning a function that stops it earlier.
-func startStoppable(t *testing.T, args ...string) (stop func()) {
-	t.Helper()
-	g := NewWithT(t)
-	reg := builtin.Registry()
-	var opts manager.Options
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
-	g.Expect(fs.Parse(append([]string{"--webhook-port=0", "--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics"}, args...))).To(Succeed())
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(ctx, env.Config, reg, opts)
-	g.Expect(err).NotTo(HaveOccurred())
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			g.Expect(<-done).To(Succeed())
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	managertest.Start(t, env.Config, args...)
 }
 
 func get(g Gomega, obj client.Object) {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 // fixture is one provisioned cluster, as Cluster API core leaves it, ready
@@ -116,13 +117,13 @@ func TestWatchFilterIgnoresMachinesWithoutTheLabel(t *testing.T) {
 func TestARestartedManagerReportsTheSameNodes(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, nil)
-	stop := startStoppable(t, "--enable-modules=infra")
+	stop := managertest.Start(t, env.Config, "--enable-modules=infra")
 	mm := f.machine(t, "m", nil)
 	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
 	before := mm.DeepCopy()
 	stop()
 
-	startStoppable(t, "--enable-modules=infra")
+	managertest.Start(t, env.Config, "--enable-modules=infra")
 	// A nudge so that the new manager reconciles the machine now.
 	patch := client.MergeFrom(mm.DeepCopy())
 	mm.Annotations = map[string]string{"nudge": "1"}
@@ -155,15 +156,15 @@ func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 	m.Spec.Bootstrap.DataSecretName = ptr.To("empty")
 	g.Expect(env.Client.Patch(ctx, m, patch)).To(Succeed())
 
-	g.Eventually(func(g Gomega) string {
+	// The patch helper writes conditions and spec in separate requests:
+	// wait for both.
+	g.Eventually(func(g Gomega) {
 		get(g, mm)
 		c := conditions.Get(mm, infrav1.BootstrapExecSucceededCondition)
-		if c == nil {
-			return ""
-		}
-		return c.Reason + ": " + c.Message
-	}, timeout).Should(Equal(infrav1.FailedReason + ": bootstrap data Secret empty has no value"))
-	g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "the node exists; only its bootstrap waits")
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason + ": " + c.Message).To(Equal(infrav1.FailedReason + ": bootstrap data Secret empty has no value"))
+		g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "the node exists; only its bootstrap waits")
+	}, timeout).Should(Succeed())
 
 	// Fixing the data is picked up by the retry, with no manual step.
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}}

@@ -1,13 +1,8 @@
 package infra_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
@@ -17,30 +12,10 @@ import (
 var env *envtest.Environment
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(envtest.TestLogger())
-	scheme, err := envtest.NewScheme()
-	if err == nil {
-		err = infrav1.AddToScheme(scheme)
-	}
-	if err == nil {
-		err = ipamv1alpha1.AddToScheme(scheme)
-	}
-	if err == nil {
-		env, err = envtest.Start(context.Background(), envtest.Options{
-			Scheme: scheme,
-			CRDDirectoryPaths: []string{
-				filepath.Join("..", "manifests", "infra", "crd"),
-				filepath.Join("..", "manifests", "ipam", "crd"),
-			},
-		})
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	envtest.Main(m, &env, envtest.Options{
+		CRDDirectoryPaths: []string{
+			filepath.Join("..", "manifests", "infra", "crd"),
+			filepath.Join("..", "manifests", "ipam", "crd"),
+		},
+	}, infrav1.AddToScheme, ipamv1alpha1.AddToScheme)
 }

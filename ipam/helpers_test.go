@@ -8,7 +8,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,8 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const timeout = 60 * time.Second
@@ -27,37 +25,10 @@ const timeout = 60 * time.Second
 var ctx = context.Background()
 
 // startIPAM runs the binary's manager with only the ipam module and no
-// webhooks, so the controller alone must keep every promise. It returns a
-// stop function; stopping is also done at cleanup.
+// webhooks, so the controller alone must keep every promise.
 func startIPAM(t *testing.T, args ...string) (stop func()) {
 	t.Helper()
-	g := NewWithT(t)
-	reg := builtin.Registry()
-	var opts manager.Options
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
-	g.Expect(fs.Parse(append([]string{
-		"--enable-modules=ipam", "--webhook-port=0", "--health-addr=0",
-		"--diagnostics-address=0", "--insecure-diagnostics", "--ipam-concurrency=10",
-	}, args...))).To(Succeed())
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(ctx, env.Config, reg, opts)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		g.Expect(<-done).To(Succeed())
-	}
-	t.Cleanup(stop)
-	return stop
+	return managertest.Start(t, env.Config, append([]string{"--enable-modules=ipam", "--ipam-concurrency=10"}, args...)...)
 }
 
 func namespace(t *testing.T) string {

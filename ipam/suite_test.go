@@ -1,13 +1,8 @@
 package ipam_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
@@ -16,24 +11,7 @@ import (
 var env *envtest.Environment
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(envtest.TestLogger())
-	scheme, err := envtest.NewScheme()
-	if err == nil {
-		err = v1alpha1.AddToScheme(scheme)
-	}
-	if err == nil {
-		env, err = envtest.Start(context.Background(), envtest.Options{
-			Scheme:            scheme,
-			CRDDirectoryPaths: []string{filepath.Join("..", "manifests", "ipam", "crd")},
-		})
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	envtest.Main(m, &env, envtest.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "manifests", "ipam", "crd")},
+	}, v1alpha1.AddToScheme)
 }

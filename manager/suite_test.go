@@ -1,12 +1,8 @@
 package manager_test
 
 import (
-	"context"
-	"fmt"
-	"os"
+	"path/filepath"
 	"testing"
-
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
@@ -14,15 +10,7 @@ import (
 var env *envtest.Environment
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(envtest.TestLogger())
-	var err error
-	if env, err = envtest.Start(context.Background(), envtest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	// The built-in modules need their CRDs, as in a real management cluster.
+	crds, _ := filepath.Glob(filepath.Join("..", "manifests", "*", "crd"))
+	envtest.Main(m, &env, envtest.Options{CRDDirectoryPaths: crds})
 }
