@@ -4,7 +4,8 @@
 //	get the object (gone: done)
 //	→ find its Cluster (infra objects wait for the owner reference)
 //	→ pause: Cluster.spec.paused or the cluster.x-k8s.io/paused annotation
-//	  stops here and sets the v1beta2 Paused condition
+//	  stops here and sets the v1beta2 Paused condition (Cluster API's
+//	  paused helper); Paused=False is written with the reconcile's patch
 //	→ add the finalizer (and return: the patch triggers the next reconcile)
 //	→ patch helper, with a deferred status update and patch
 //	→ the module's normal or delete phase; a delete phase that finishes lets

@@ -6,12 +6,15 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -121,9 +124,10 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 		return ctrl.Result{}, nil
 	}
 
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.opts.Client, cluster, obj); err != nil || isPaused || requeue {
-		// A changed Paused condition was just patched; that patch triggers
-		// the next reconcile.
+	if (cluster != nil && ptr.Deref(cluster.Spec.Paused, false)) || annotations.HasPaused(obj) {
+		// Cluster API's helper sets Paused=True (with the reason) in a patch
+		// of its own; nothing else happens while paused.
+		_, _, err := paused.EnsurePausedCondition(ctx, r.opts.Client, cluster, obj)
 		return ctrl.Result{}, err
 	}
 
@@ -139,6 +143,13 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to create the patch helper: %w", err)
 	}
+	// Not paused: recorded with the rest of this reconcile's changes rather
+	// than in a patch and a reconcile of its own, which would cost every
+	// new object one more round trip.
+	conditions.Set(obj, metav1.Condition{
+		Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason,
+		ObservedGeneration: obj.GetGeneration(),
+	})
 	scope := &Scope[T]{Object: obj, Cluster: cluster}
 	defer func() {
 		r.opts.Phases.UpdateStatus(ctx, scope)
