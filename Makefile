@@ -80,8 +80,12 @@ lint: ## Static checks.
 
 ##@ Test
 
+.PHONY: docker-test-images
+docker-test-images: ## Build the images the docker backend's tests run (from Debian packages; nothing is pulled).
+	./hack/docker-test-images/build.sh
+
 .PHONY: test
-test: envtest-assets capi-core ## Run every test: unit, envtest integration, Docker and end to end.
+test: envtest-assets capi-core docker-test-images ## Run every test: unit, envtest integration, Docker and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 .PHONY: help

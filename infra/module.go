@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
 	"github.com/capi-monolith/capi-monolith/infra/backend/inmemory"
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/cluster"
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/machine"
@@ -27,17 +29,33 @@ import (
 // Name is the value of --enable-modules that turns this module on.
 const Name = "infra"
 
-// Module is the infra module.
-type Module struct{}
+// Module is the infra module. Its zero value is ready to use; BindFlags
+// exposes the docker backend's settings on the command line.
+type Module struct {
+	docker docker.Options
+}
 
-var _ modules.Module = Module{}
+var (
+	_ modules.Module     = &Module{}
+	_ modules.FlagBinder = &Module{}
+)
 
 // Name implements modules.Module.
-func (Module) Name() string { return Name }
+func (*Module) Name() string { return Name }
+
+// BindFlags implements modules.FlagBinder.
+func (m *Module) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&m.docker.NodeImageRepository, "docker-node-image-repository", docker.DefaultNodeImageRepository,
+		"Image repository of docker nodes whose spec names no image; the tag is the Machine's Kubernetes version.")
+	fs.StringVar(&m.docker.LoadBalancerHostIP, "docker-load-balancer-host-ip", docker.DefaultLoadBalancerHostIP,
+		"Host address the docker backend publishes control plane load balancers on (0.0.0.0 for every interface).")
+	fs.BoolVar(&m.docker.UnprivilegedNodes, "docker-unprivileged-nodes", false,
+		"Run docker node containers without privileged mode, where the Docker daemon refuses it; kindest/node images need it.")
+}
 
 // AddToScheme implements modules.Module: our kinds, and Cluster API's IPAM
 // types for the machines' address claims.
-func (Module) AddToScheme(scheme *runtime.Scheme) error {
+func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	if err := ipamv1.AddToScheme(scheme); err != nil {
 		return err
 	}
@@ -45,10 +63,16 @@ func (Module) AddToScheme(scheme *runtime.Scheme) error {
 }
 
 // SetupWithManager implements modules.Module.
-func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
-	// The docker backend is not wired yet: machines asking for it report
-	// that it is unavailable.
+func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
 	backends := backend.Set{InMemory: inmemory.New(inmemory.Options{})}
+	// The docker backend connects on first use: without a Docker Engine,
+	// only objects asking for it fail, and say why in their conditions.
+	d, err := docker.New(m.docker)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "The docker backend is unavailable")
+	} else {
+		backends.Docker = d
+	}
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)

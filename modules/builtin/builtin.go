@@ -14,7 +14,7 @@ import (
 // Registry returns every built-in module, in set-up order.
 func Registry() *modules.Registry {
 	reg, err := modules.NewRegistry(
-		infra.Module{},
+		&infra.Module{},
 		machinepool.Module{},
 		ipam.Module{},
 		runtimeext.Module{},
