@@ -11,8 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/webhooks"
@@ -66,55 +64,11 @@ func run(m *testing.M) (code int, reterr error) {
 	}
 	defer func() { reterr = errors.Join(reterr, env.Stop()) }()
 
-	wio := env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    wio.LocalServingHost,
-			Port:    wio.LocalServingPort,
-			CertDir: wio.LocalServingCertDir,
-		}),
-	})
+	mgr, stop, err := env.StartWebhookManager(ctx, webhooks.SetupWithManager)
 	if err != nil {
-		return 1, fmt.Errorf("failed to create the manager: %w", err)
-	}
-	if err := webhooks.SetupWithManager(mgr); err != nil {
 		return 1, err
 	}
+	defer func() { reterr = errors.Join(reterr, stop()) }()
 	cached = mgr.GetClient()
-
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			reterr = errors.Join(reterr, fmt.Errorf("manager failed: %w", err))
-		}
-	}()
-	if err := waitForWebhookServer(ctx, mgr); err != nil {
-		return 1, err
-	}
 	return m.Run(), nil
-}
-
-// waitForWebhookServer returns once the webhook port answers TLS.
-func waitForWebhookServer(ctx context.Context, mgr ctrl.Manager) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	check := mgr.GetWebhookServer().StartedChecker()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check(nil)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("webhook server did not answer TLS within %s: %w", timeout, err)
-		case <-tick.C:
-		}
-	}
 }

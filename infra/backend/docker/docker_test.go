@@ -210,8 +210,12 @@ func TestLoadBalancerFollowsTheControlPlaneNodes(t *testing.T) {
 	_, err := b.ReconcileCluster(ctx, env.clusterSpec())
 	g.Expect(err).NotTo(HaveOccurred())
 	lb := env.loadBalancer(g, ctx)
-	loads := env.haproxyLoads(g, ctx, lb.ID)
-	g.Expect(loads).To(BeNumerically(">=", 1))
+	// haproxy logs its first load a moment after the container starts.
+	var loads int
+	g.Eventually(func(g Gomega) int {
+		loads = env.haproxyLoads(g, ctx, lb.ID)
+		return loads
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(BeNumerically(">=", 1))
 
 	for _, m := range []string{"cp-1", "cp-2"} {
 		_, err := b.EnsureNode(ctx, env.nodeSpec(m, true))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -86,6 +87,7 @@ func newTestEnv(t *testing.T, b *Backend) *testEnv {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		ctx = ctrl.LoggerInto(ctx, logr.Discard())
 		if err := b.DeleteCluster(ctx, env.cluster); err != nil {
 			t.Errorf("cleanup: failed to delete cluster %v: %v", env.cluster, err)
 		}
