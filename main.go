@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	if handled, err := dispatch(ctx, args); handled {
+		return err
+	}
 	reg := builtin.Registry()
 	fs := pflag.NewFlagSet("capi-monolith", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)

@@ -26,7 +26,8 @@ func TestRunRejectsBadFlagsAtStartup(t *testing.T) {
 		{name: "a concurrency below one is refused", args: []string{"--ipam-concurrency=0"}, wantErr: "must be at least 1"},
 		{name: "a negative webhook port is refused", args: []string{"--webhook-port=-1"}, wantErr: "--webhook-port must be between 0 and 65535"},
 		{name: "an impossible lease timing is refused", args: []string{"--leader-elect", "--leader-elect-renew-deadline=1m"}, wantErr: "leader election needs"},
-		{name: "stray arguments are refused", args: []string{"serve"}, wantErr: `unexpected arguments ["serve"]`},
+		{name: "an unknown command is refused", args: []string{"serve"}, wantErr: `unknown command "serve"`},
+		{name: "stray arguments after flags are refused", args: []string{"--leader-elect=false", "serve"}, wantErr: `unexpected arguments ["serve"]`},
 		{name: "an unknown flag is refused", args: []string{"--no-such-flag"}, wantErr: "unknown flag: --no-such-flag"},
 	}
 	for _, tt := range tests {
