@@ -144,13 +144,15 @@ func expectGone(t *testing.T, obj client.Object) {
 
 func poolCounts(g Gomega, p client.Object) *v1alpha1.IPAddressesStatus {
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	var counts *v1alpha1.IPAddressesStatus
 	switch pool := p.(type) {
 	case *v1alpha1.MonolithIPPool:
-		return pool.Status.IPAddresses
+		counts = pool.Status.IPAddresses
 	case *v1alpha1.GlobalMonolithIPPool:
-		return pool.Status.IPAddresses
+		counts = pool.Status.IPAddresses
 	}
-	return nil
+	g.Expect(counts).NotTo(BeNil(), "the pool reports its counts")
+	return counts
 }
 
 func createCluster(t *testing.T, ns, name string, paused bool) *clusterv1.Cluster {

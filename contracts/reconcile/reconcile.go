@@ -34,6 +34,11 @@ type Scope[T Object] struct {
 	Object T
 	// Cluster is the object's Cluster, nil when it has none (or no longer).
 	Cluster *clusterv1.Cluster
+	// Stale is set by a phase that finds the object older than a write it
+	// made itself (the cache has not caught up): the scaffold then patches
+	// nothing, since the patch would only repeat that write, and the
+	// phase's result says when to look again.
+	Stale bool
 }
 
 // Phases is what a module implements for one kind.
@@ -78,6 +83,11 @@ type Options[T Object] struct {
 	// helper resolves conflicts on them in the module's favour. Paused is
 	// always owned.
 	OwnedConditions []string
+	// SoleStatusWriter says that no other controller writes the kind's
+	// status (conditions included): changes are then written with one
+	// merge patch for status and one for the rest, instead of Cluster API's
+	// patch helper, which spends an extra request on conditions.
+	SoleStatusWriter bool
 }
 
 // Reconciler is the scaffold for one kind.
@@ -139,9 +149,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 		}
 	}
 
-	patchHelper, err := patch.NewHelper(obj, r.opts.Client)
+	write, err := r.writer(obj)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to create the patch helper: %w", err)
+		return ctrl.Result{}, err
 	}
 	// Not paused: recorded with the rest of this reconcile's changes rather
 	// than in a patch and a reconcile of its own, which would cost every
@@ -152,8 +162,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 	})
 	scope := &Scope[T]{Object: obj, Cluster: cluster}
 	defer func() {
+		if scope.Stale {
+			return
+		}
 		r.opts.Phases.UpdateStatus(ctx, scope)
-		err := patchHelper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: r.opts.OwnedConditions})
+		err := write(ctx)
 		// The last finalizer gone, the object may be gone before its
 		// status is patched; nothing is left to record then.
 		if err != nil && !(deleting && apierrors.IsNotFound(err)) {
@@ -169,4 +182,21 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 		return res, err
 	}
 	return r.opts.Phases.ReconcileNormal(ctx, scope)
+}
+
+// writer returns what writes the object's changes at the end of a reconcile.
+func (r *Reconciler[T]) writer(obj T) (func(context.Context) error, error) {
+	if r.opts.SoleStatusWriter {
+		before := obj.DeepCopyObject().(client.Object)
+		return func(ctx context.Context) error {
+			return patchAsSoleWriter(ctx, r.opts.Client, before, obj)
+		}, nil
+	}
+	patchHelper, err := patch.NewHelper(obj, r.opts.Client)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the patch helper: %w", err)
+	}
+	return func(ctx context.Context) error {
+		return patchHelper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: r.opts.OwnedConditions})
+	}, nil
 }

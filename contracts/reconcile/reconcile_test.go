@@ -27,6 +27,7 @@ import (
 const (
 	finalizer        = "test.capi-monolith.dev/release"
 	reconciledMarker = "test.capi-monolith.dev/reconciled"
+	staleMarker      = "test.capi-monolith.dev/stale"
 	timeout          = 20 * time.Second
 	quiet            = 2 * time.Second
 )
@@ -38,6 +39,11 @@ type phases struct {
 }
 
 func (p *phases) ReconcileNormal(_ context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+	if _, ok := s.Object.Annotations[staleMarker]; ok {
+		s.Object.Annotations[reconciledMarker] = "true"
+		s.Stale = true
+		return ctrl.Result{}, nil
+	}
 	if s.Object.Annotations == nil {
 		s.Object.Annotations = map[string]string{}
 	}
@@ -63,8 +69,9 @@ func (p *phases) wasDeleted(name string) bool {
 }
 
 type setup struct {
-	watchFilter    string
-	requireCluster bool
+	watchFilter      string
+	requireCluster   bool
+	soleStatusWriter bool
 }
 
 // startController runs the scaffold for IPAddressClaims of one namespace on
@@ -91,6 +98,7 @@ func startController(t *testing.T, namespace string, s setup) *phases {
 		RequireCluster:   s.requireCluster,
 		WatchFilterValue: s.watchFilter,
 		OwnedConditions:  []string{clusterv1.ReadyCondition},
+		SoleStatusWriter: s.soleStatusWriter,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	clusterToClaims, err := watch.ClusterToObjects(mgr.GetClient(), &ipamv1.IPAddressClaimList{}, mgr.GetScheme())
@@ -159,24 +167,59 @@ func pausedStatus(g Gomega, c *ipamv1.IPAddressClaim) metav1.ConditionStatus {
 }
 
 func TestFinalizerIsAddedThenRemovedOnDelete(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		s    setup
+	}{
+		{name: "with Cluster API's patch helper"},
+		{name: "as the sole writer of the status", s: setup{soleStatusWriter: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNamespace(t)
+			p := startController(t, ns, tt.s)
+			newCluster(t, ns, "c1", false)
+			claim := newClaim(t, ns, "claim", map[string]string{clusterv1.ClusterNameLabel: "c1"}, nil)
+
+			g.Eventually(func(g Gomega) {
+				g.Expect(controllerutil.ContainsFinalizer(get(g, claim), finalizer)).To(BeTrue())
+				g.Expect(reconciled(g, claim)).To(BeTrue())
+				g.Expect(conditions.IsTrue(claim, clusterv1.ReadyCondition)).To(BeTrue())
+				g.Expect(pausedStatus(g, claim)).To(Equal(metav1.ConditionFalse))
+			}, timeout).Should(Succeed())
+
+			g.Expect(env.Client.Delete(context.Background(), claim)).To(Succeed())
+			g.Eventually(func() bool {
+				return env.Client.Get(context.Background(), client.ObjectKeyFromObject(claim), &ipamv1.IPAddressClaim{}) != nil
+			}, timeout).Should(BeTrue(), "the finalizer must be removed so that the claim goes away")
+			g.Expect(p.wasDeleted("claim")).To(BeTrue(), "the delete phase must run before the finalizer is removed")
+		})
+	}
+}
+
+func TestAStaleObjectIsNotPatched(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	p := startController(t, ns, setup{})
+	startController(t, ns, setup{})
 	newCluster(t, ns, "c1", false)
-	claim := newClaim(t, ns, "claim", map[string]string{clusterv1.ClusterNameLabel: "c1"}, nil)
+	claim := newClaim(t, ns, "claim", map[string]string{clusterv1.ClusterNameLabel: "c1"}, map[string]string{staleMarker: ""})
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(controllerutil.ContainsFinalizer(get(g, claim), finalizer)).To(BeTrue())
+	}, timeout).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		get(g, claim)
+		g.Expect(claim.Annotations).NotTo(HaveKey(reconciledMarker), "nothing the phase changed is written")
+		g.Expect(claim.Status.Conditions).To(BeEmpty(), "not even the scaffold's own conditions")
+	}, quiet).Should(Succeed())
+
+	patch := client.MergeFrom(claim.DeepCopy())
+	delete(claim.Annotations, staleMarker)
+	g.Expect(env.Client.Patch(context.Background(), claim, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
 		g.Expect(reconciled(g, claim)).To(BeTrue())
-		g.Expect(conditions.IsTrue(claim, clusterv1.ReadyCondition)).To(BeTrue())
 		g.Expect(pausedStatus(g, claim)).To(Equal(metav1.ConditionFalse))
 	}, timeout).Should(Succeed())
-
-	g.Expect(env.Client.Delete(context.Background(), claim)).To(Succeed())
-	g.Eventually(func() bool {
-		return env.Client.Get(context.Background(), client.ObjectKeyFromObject(claim), &ipamv1.IPAddressClaim{}) != nil
-	}, timeout).Should(BeTrue(), "the finalizer must be removed so that the claim goes away")
-	g.Expect(p.wasDeleted("claim")).To(BeTrue(), "the delete phase must run before the finalizer is removed")
 }
 
 func TestPausedClusterStopsReconcileAndUnpausingResumes(t *testing.T) {

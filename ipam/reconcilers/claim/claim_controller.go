@@ -39,6 +39,10 @@ type Reconciler struct {
 	// firstSeen remembers when each unfulfilled claim was first seen, for
 	// the allocation latency metric.
 	firstSeen sync.Map
+	// bound remembers the claims this process bound recently (boundWrite),
+	// so that the reconcile caused by the new IPAddress does not write the
+	// same status again before the cache shows the first write.
+	bound sync.Map
 }
 
 // SetupWithManager registers the controller.
@@ -54,6 +58,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		GetCluster:       clusterOf,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{ipamv1.IPAddressClaimReadyCondition},
+		// An IPAM provider alone writes a claim's status: one request per
+		// status write, not two.
+		SoleStatusWriter: true,
 	})
 	if err != nil {
 		return err

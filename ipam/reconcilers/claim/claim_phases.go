@@ -28,9 +28,14 @@ import (
 	"github.com/capi-monolith/capi-monolith/ipam/ledger"
 )
 
-// exhaustedRecheck is how often a claim waiting on a full pool looks again,
-// beside the release events that normally wake it.
-const exhaustedRecheck = time.Minute
+const (
+	// exhaustedRecheck is how often a claim waiting on a full pool looks
+	// again, beside the release events that normally wake it.
+	exhaustedRecheck = time.Minute
+	// boundWriteGrace is how long a status write of ours may take to show
+	// in the cache before the claim is written again.
+	boundWriteGrace = 10 * time.Second
+)
 
 // ReconcileNormal makes sure the claim has an IPAddress from its pool.
 func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
@@ -61,6 +66,15 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ip
 		log.Info("IPAddress deleted while its claim exists; it will be re-created", "address", address.Spec.Address)
 		return ctrl.Result{}, r.removeAddressFinalizer(ctx, address)
 	case err == nil:
+		if r.justBound(claimKey, address.Name) && claim.Status.AddressRef.Name == "" {
+			// This process created the address and wrote the claim's
+			// status a moment ago; the cache lags. Writing the same
+			// status again would cost every allocation one more write.
+			// Looked at again later, in case that write failed.
+			s.Stale = true
+			return ctrl.Result{RequeueAfter: boundWriteGrace}, nil
+		}
+		r.bound.Delete(claimKey)
 		return ctrl.Result{}, r.adopt(ctx, claim, pool, key, address)
 	}
 
@@ -87,7 +101,25 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ip
 	}
 	r.observeLatency(claimKey)
 	setBound(claim, address)
+	r.bound.Store(claimKey, boundWrite{address: address.Name, at: time.Now()})
 	return ctrl.Result{}, nil
+}
+
+// boundWrite is a claim status this process wrote: bound to address, at.
+type boundWrite struct {
+	address string
+	at      time.Time
+}
+
+// justBound tells whether this process bound the claim to address within
+// boundWriteGrace.
+func (r *Reconciler) justBound(claimKey types.NamespacedName, address string) bool {
+	v, ok := r.bound.Load(claimKey)
+	if !ok {
+		return false
+	}
+	w := v.(boundWrite)
+	return w.address == address && time.Since(w.at) < boundWriteGrace
 }
 
 // poolState gets the claim's pool and its ledger state. A nil pool or
@@ -252,6 +284,7 @@ func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ip
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
 	r.firstSeen.Delete(claimKey)
+	r.bound.Delete(claimKey)
 	address := &ipamv1.IPAddress{}
 	err := r.Client.Get(ctx, claimKey, address)
 	switch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -35,9 +37,15 @@ import (
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools/status;globalmonolithippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
 
-// deletionRecheck is how often a pool held by allocated addresses is looked
-// at again, beside the IPAddress events that normally bring it back.
-const deletionRecheck = time.Minute
+const (
+	// deletionRecheck is how often a pool held by allocated addresses is
+	// looked at again, beside the IPAddress events that normally bring it
+	// back.
+	deletionRecheck = time.Minute
+	// statusBatchDelay is how long a pool waits after one of its addresses
+	// changes before its counts are written.
+	statusBatchDelay = time.Second
+)
 
 // Object is one of our pool kinds.
 type Object interface {
@@ -68,6 +76,8 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		Finalizer:        v1alpha1.ProtectPoolFinalizer,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{v1alpha1.ReadyCondition},
+		// The pool's status is this controller's alone.
+		SoleStatusWriter: true,
 	})
 	if err != nil {
 		return err
@@ -75,11 +85,30 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", strings.ToLower(r.Kind))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind)).
-		For(r.NewObject(), builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue))).
+		For(r.NewObject(), builder.WithPredicates(watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue),
+			// Not its own status writes: they would bring the pool back at
+			// once and undo the batching of address events.
+			ignoreStatusUpdates())).
 		WithOptions(options).
 		Watches(&ipamv1.IPAddress{}, r.addressToPool()).
 		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToPool()).
 		Complete(scaffold)
+}
+
+// ignoreStatusUpdates passes every event but updates that changed nothing
+// outside status.
+func ignoreStatusUpdates() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return o.GetGeneration() != n.GetGeneration() ||
+				!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
+				!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+				!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+				!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+				!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences())
+		},
+	}
 }
 
 // addressToPool brings a pool back when one of its addresses changes, so
@@ -91,7 +120,10 @@ func (r *Reconciler[T]) addressToPool() handler.EventHandler {
 			return
 		}
 		if key, ours := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ours && key.Kind == r.Kind {
-			q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: key.Namespace, Name: key.Name}})
+			// Delayed so that a burst of allocations costs one status
+			// write per pool per statusBatchDelay, not one per address:
+			// the queue keeps a pool waiting only once.
+			q.AddAfter(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: key.Namespace, Name: key.Name}}, statusBatchDelay)
 		}
 	}
 	return handler.Funcs{
