@@ -15,11 +15,13 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
 	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -67,11 +69,21 @@ func containersOf(g Gomega, c *client.Client, namespace, cluster string) []strin
 func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	g := NewWithT(t)
 	dc := dockerClient(t)
-	managertest.Start(t, env.Config, "--enable-modules=infra,ipam", "--docker-unprivileged-nodes")
 	ns, err := env.CreateNamespace(ctx, "docker")
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name
 	network := "capim-" + n
+	// Registered before the manager starts, so that it runs after the
+	// manager stopped (cleanups run last-in, first-out): a running manager
+	// would make the load balancer again.
+	t.Cleanup(func() {
+		// Whatever happened, leave no container or network on the host.
+		b, err := docker.New(docker.Options{Client: dc})
+		if err == nil {
+			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: n, Name: "c"})
+		}
+	})
+	managertest.Start(t, env.Config, "--enable-modules=infra,ipam", "--docker-unprivileged-nodes")
 
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c"},
@@ -86,13 +98,6 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	}
 	mc.OwnerReferences = ownedBy(cluster, "Cluster")
 	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
-	t.Cleanup(func() {
-		// Whatever happened, leave no container or network on the host.
-		b, err := docker.New(docker.Options{Client: dc})
-		if err == nil {
-			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: n, Name: "c"})
-		}
-	})
 
 	g.Eventually(func(g Gomega) {
 		get(g, mc)
@@ -151,6 +156,30 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	}, 3*timeout).Should(Succeed())
 	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(2), "one load balancer, one node")
 
+	// No workload cluster yet: the machine says so, and keeps looking.
+	g.Eventually(func(g Gomega) {
+		get(g, mm)
+		c := conditions.Get(mm, infrav1.WorkloadNodeProviderIDSetCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(infrav1.WaitingForWorkloadClusterReason))
+		g.Expect(c.Message).To(ContainSubstring("c-kubeconfig"))
+	}, timeout).Should(Succeed())
+	// The workload cluster comes up (envtest plays it) and its kubelet
+	// registers a Node without a provider ID: the machine sets it.
+	kubeconfig, err := envtest.KubeconfigFromREST(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(ctx, kubeconfigutil.GenerateSecret(cluster, kubeconfig))).To(Succeed())
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hostnameOf(mm)}}
+	g.Expect(env.Client.Create(ctx, node)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	g.Eventually(func(g Gomega) {
+		get(g, node)
+		g.Expect(node.Spec.ProviderID).To(Equal(mm.Spec.ProviderID))
+		get(g, mm)
+		g.Expect(conditions.IsTrue(mm, infrav1.WorkloadNodeProviderIDSetCondition)).To(BeTrue())
+	}, 3*timeout).Should(Succeed())
+
 	g.Expect(env.Client.Delete(ctx, mm)).To(Succeed())
 	g.Eventually(gone(mm), 2*timeout).Should(BeTrue())
 	g.Eventually(gone(&ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m-0"}}), timeout).Should(BeTrue())
@@ -161,4 +190,13 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	g.Expect(containersOf(g, dc, n, "c")).To(BeEmpty())
 	_, err = dc.NetworkInspect(ctx, network, client.NetworkInspectOptions{})
 	g.Expect(err).To(HaveOccurred(), "the network the backend made is removed with the cluster")
+}
+
+func hostnameOf(mm *infrav1.MonolithMachine) string {
+	for _, a := range mm.Status.Addresses {
+		if a.Type == clusterv1.MachineHostName {
+			return a.Address
+		}
+	}
+	return ""
 }

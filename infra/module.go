@@ -16,9 +16,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend"
-	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
-	"github.com/capi-monolith/capi-monolith/infra/backend/inmemory"
+	"github.com/capi-monolith/capi-monolith/infra/backend/backendset"
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/cluster"
 	"github.com/capi-monolith/capi-monolith/infra/reconcilers/machine"
 	"github.com/capi-monolith/capi-monolith/infra/tasks"
@@ -32,7 +30,7 @@ const Name = "infra"
 // Module is the infra module. Its zero value is ready to use; BindFlags
 // exposes the docker backend's settings on the command line.
 type Module struct {
-	docker docker.Options
+	backends backendset.Options
 }
 
 var (
@@ -44,13 +42,9 @@ var (
 func (*Module) Name() string { return Name }
 
 // BindFlags implements modules.FlagBinder.
+// The machinepool module binds the same flags: backendset shares them.
 func (m *Module) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&m.docker.NodeImageRepository, "docker-node-image-repository", docker.DefaultNodeImageRepository,
-		"Image repository of docker nodes whose spec names no image; the tag is the Machine's Kubernetes version.")
-	fs.StringVar(&m.docker.LoadBalancerHostIP, "docker-load-balancer-host-ip", docker.DefaultLoadBalancerHostIP,
-		"Host address the docker backend publishes control plane load balancers on (0.0.0.0 for every interface).")
-	fs.BoolVar(&m.docker.UnprivilegedNodes, "docker-unprivileged-nodes", false,
-		"Run docker node containers without privileged mode, where the Docker daemon refuses it; kindest/node images need it.")
+	m.backends.BindFlags(fs)
 }
 
 // AddToScheme implements modules.Module: our kinds, and Cluster API's IPAM
@@ -64,15 +58,7 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 
 // SetupWithManager implements modules.Module.
 func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
-	backends := backend.Set{InMemory: inmemory.New(inmemory.Options{})}
-	// The docker backend connects on first use: without a Docker Engine,
-	// only objects asking for it fail, and say why in their conditions.
-	d, err := docker.New(m.docker)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "The docker backend is unavailable")
-	} else {
-		backends.Docker = d
-	}
+	backends := backendset.New(ctx, m.backends)
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)

@@ -6,9 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"sigs.k8s.io/cluster-api/util/topology"
+	"github.com/capi-monolith/capi-monolith/contracts/dryrun"
 )
 
 // isTopologyDryRun tells whether the request is one of the server-side
@@ -19,11 +18,7 @@ import (
 // dry run" rule). A call without an admission request (a direct caller) is
 // not one.
 func isTopologyDryRun(ctx context.Context, obj metav1.Object) bool {
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return false
-	}
-	return topology.IsDryRunRequest(req, obj)
+	return dryrun.IsTopologyDryRun(ctx, obj)
 }
 
 func templateImmutable(kind string) *field.Error {

@@ -13,6 +13,12 @@ const (
 	// IPAddressesClaimedCondition is True when every address asked for in
 	// spec.addressesFromPools has been allocated.
 	IPAddressesClaimedCondition = "IPAddressesClaimed"
+	// WorkloadNodeProviderIDSetCondition is True once the workload
+	// cluster's Node of the machine carries the machine's provider ID. It
+	// is informational (not part of Ready): Cluster API matches Machines
+	// to Nodes by provider ID, and a node image whose kubelet does not set
+	// it needs the provider to, as CAPD does.
+	WorkloadNodeProviderIDSetCondition = "WorkloadNodeProviderIDSet"
 
 	// WaitingForClusterInfrastructureReason: the cluster is not provisioned.
 	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
@@ -20,10 +26,20 @@ const (
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
 	// WaitingForIPAddressesReason: some IPAddressClaims are not fulfilled.
 	WaitingForIPAddressesReason = "WaitingForIPAddresses"
+	// WaitingForWorkloadClusterReason: the workload cluster's kubeconfig
+	// is missing or its API server does not answer yet.
+	WaitingForWorkloadClusterReason = "WaitingForWorkloadCluster"
+	// WaitingForNodeReason: the workload cluster has no Node for the
+	// machine yet.
+	WaitingForNodeReason = "WaitingForNode"
+	// ProviderIDMismatchReason: the Node already has another provider ID,
+	// which Kubernetes does not let anyone change.
+	ProviderIDMismatchReason = "ProviderIDMismatch"
 	// ProvisionedReason, ClaimedReason and SucceededReason mark success.
 	ProvisionedReason = "Provisioned"
 	ClaimedReason     = "Claimed"
 	SucceededReason   = "Succeeded"
+	SetReason         = "Set"
 	// RunningReason: an asynchronous step is under way.
 	RunningReason = "Running"
 	// FailedReason: a step failed; the message says why, it is retried.

@@ -59,7 +59,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions: []string{clusterv1.ReadyCondition, v1alpha1.BackendMachineProvisionedCondition,
-			v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition},
+			v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition, v1alpha1.WorkloadNodeProviderIDSetCondition},
 	})
 	if err != nil {
 		return err
@@ -80,5 +80,5 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			builder.WithPredicates(watch.ClusterEventsOrInfrastructureProvisioned(mgr.GetScheme(), log, r.WatchFilterValue))).
 		Owns(&ipamv1.IPAddressClaim{}).
 		WatchesRawSource(r.Tasks.Source()).
-		Complete(scaffold)
+		Complete(skipPoolInstances{client: r.Client, next: scaffold})
 }

@@ -89,7 +89,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	mm.Status.Initialization.Provisioned = ptr.To(true)
 	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
 
-	return r.reconcileBootstrap(ctx, mm, machine, b, ref)
+	res, err := r.reconcileBootstrap(ctx, mm, machine, b, ref)
+	if err != nil || !conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
+		return res, err
+	}
+	return r.reconcileWorkloadNode(ctx, mm, s.Cluster)
 }
 
 func (r *Reconciler) monolithCluster(ctx context.Context, cluster *clusterv1.Cluster) (*v1alpha1.MonolithCluster, error) {
