@@ -1,0 +1,80 @@
+package machinepool_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/moby/moby/client"
+	. "github.com/onsi/gomega"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
+	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+)
+
+// Images built by `make docker-test-images`: nothing can be pulled here.
+const (
+	testNodeImage = "capi-monolith/test-node:dev"
+	testLBImage   = "capi-monolith/test-haproxy:dev"
+	// bootstrapData writes what real bootstrap data (kubeadm's) writes
+	// when done.
+	bootstrapData = `#cloud-config
+runcmd:
+- mkdir -p /run/cluster-api
+- echo success > /run/cluster-api/bootstrap-success.complete
+`
+)
+
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	_, err = c.Ping(context.Background(), client.PingOptions{})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred(), "this test needs a Docker Engine (set DOCKER_HOST)")
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// nodeContainers are the names of the node containers of the test
+// cluster's machines, from their labels.
+func nodeContainers(g Gomega, c *client.Client, namespace string) []string {
+	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
+		Add("label", docker.LabelClusterNamespace+"="+namespace, docker.LabelClusterName+"=c", docker.LabelRole+"="+docker.RoleWorker)})
+	g.Expect(err).NotTo(HaveOccurred())
+	var machines []string
+	for _, s := range res.Items {
+		machines = append(machines, s.Labels[docker.LabelMachine])
+	}
+	return machines
+}
+
+// The scale sequence on the real Docker Engine: one running, bootstrapped
+// container per instance at every step, none left at zero.
+func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
+	dc := dockerClient(t)
+	// Registered before the manager starts, so that it runs once the
+	// manager has stopped (which would make the load balancer again):
+	// whatever happened, leave no container or network on the host.
+	var ns string
+	t.Cleanup(func() {
+		if b, err := docker.New(docker.Options{Client: dc}); err == nil && ns != "" {
+			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: ns, Name: "c"})
+		}
+	})
+	start(t, "--docker-unprivileged-nodes")
+	f := newFixture(t, fixtureOptions{
+		clusterBackend: infrav1.ClusterBackend{Docker: &infrav1.DockerClusterBackend{
+			Network: "capim-pool-" + utilrand.String(5), LoadBalancerImage: testLBImage}},
+		instance:  v1alpha1.InstanceTemplate{Backend: infrav1.MachineBackend{Docker: &infrav1.DockerMachineBackend{Image: testNodeImage}}},
+		bootstrap: bootstrapData,
+		created:   func(n string) { ns = n },
+	})
+	scaleThrough(t, f, func(g Gomega, instances []infrav1.MonolithMachine) {
+		g.Expect(nodeContainers(g, dc, f.ns)).To(ConsistOf(names(ptrs(instances))), "one container per instance")
+		for _, mm := range instances {
+			g.Expect(mm.Spec.ProviderID).To(HavePrefix(docker.ProviderIDPrefix))
+		}
+	}, 0, 3, 5, 2, 0)
+}

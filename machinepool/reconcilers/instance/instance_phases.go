@@ -1,0 +1,203 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/infra/addressclaims"
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+)
+
+const (
+	// provisioningRecheck is how often a node still being created is
+	// looked at again.
+	provisioningRecheck = 2 * time.Second
+	// bootstrapRetryAfter is how long a failed bootstrap waits before it
+	// runs again.
+	bootstrapRetryAfter = 30 * time.Second
+)
+
+// ReconcileNormal drives the instance to a provisioned, bootstrapped node.
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.Scope[*infrav1.MonolithMachine]) (ctrl.Result, error) {
+	mm := s.Object
+	mp, err := util.GetMachinePoolByLabels(ctx, r.Client, mm.Namespace, mm.Labels)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to get the instance's MachinePool: %w", err)
+	}
+	if mp == nil {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.WaitingForMachinePoolReason, "")
+		return ctrl.Result{}, nil
+	}
+	if !ptr.Deref(s.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason, "")
+		return ctrl.Result{}, nil
+	}
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "")
+		return ctrl.Result{}, nil
+	}
+	mc, err := r.monolithCluster(ctx, s.Cluster)
+	if err != nil || mc == nil {
+		return ctrl.Result{}, err
+	}
+	b, err := r.Backends.ForMachine(mm.Spec.Backend)
+	if err != nil {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
+		return ctrl.Result{}, err
+	}
+
+	static, ready, err := addressclaims.Reconcile(ctx, r.Client, mm, s.Cluster)
+	if err != nil || !ready {
+		return ctrl.Result{}, err
+	}
+
+	ref := machineRef(mm)
+	version := mm.Annotations[v1alpha1.VersionAnnotation]
+	if version == "" {
+		version = mp.Spec.Template.Spec.Version
+	}
+	node, err := b.EnsureNode(ctx, backend.NodeSpec{
+		Machine:         ref,
+		Cluster:         mc.Spec.Backend,
+		Backend:         mm.Spec.Backend,
+		Version:         version,
+		FailureDomain:   mm.Spec.FailureDomain,
+		StaticAddresses: static,
+	})
+	if err != nil {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
+		return ctrl.Result{}, fmt.Errorf("failed to provision the node: %w", err)
+	}
+	if !node.Provisioned {
+		setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.RunningReason, "Waiting for the node to be created")
+		return ctrl.Result{RequeueAfter: provisioningRecheck}, nil
+	}
+	mm.Spec.ProviderID = node.ProviderID
+	mm.Status.Addresses = node.Addresses
+	mm.Status.Initialization.Provisioned = ptr.To(true)
+	setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionTrue, infrav1.ProvisionedReason, "")
+
+	return r.reconcileBootstrap(ctx, mm, mp, b, ref)
+}
+
+func (r *Reconciler) monolithCluster(ctx context.Context, cluster *clusterv1.Cluster) (*infrav1.MonolithCluster, error) {
+	ref := cluster.Spec.InfrastructureRef
+	if ref.Kind != "MonolithCluster" || ref.APIGroup != infrav1.GroupVersion.Group {
+		return nil, fmt.Errorf("cluster %s has infrastructure %s %s, not a MonolithCluster", cluster.Name, ref.APIGroup, ref.Kind)
+	}
+	mc := &infrav1.MonolithCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get MonolithCluster %s: %w", ref.Name, err)
+	}
+	return mc, nil
+}
+
+// reconcileBootstrap runs the MachinePool's bootstrap data on the node as a
+// background task, once, and reports its progress.
+func (r *Reconciler) reconcileBootstrap(ctx context.Context, mm *infrav1.MonolithMachine, mp *clusterv1.MachinePool, b backend.Backend, ref backend.MachineRef) (ctrl.Result, error) {
+	if conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition) {
+		return ctrl.Result{}, nil
+	}
+	key := string(mm.UID)
+	state, ok := r.Tasks.State(key)
+	switch {
+	case !ok:
+		data, err := r.bootstrapData(ctx, mm.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName)
+		if err != nil {
+			setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
+			return ctrl.Result{}, err
+		}
+		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the instance")
+		r.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
+			return b.Bootstrap(ctx, ref, data, progress)
+		})
+		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.RunningReason, "Starting")
+	case state.Running:
+		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.RunningReason, state.Progress)
+	case state.Err != nil:
+		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.FailedReason, state.Err.Error())
+		if wait := time.Until(state.Finished.Add(bootstrapRetryAfter)); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		r.Tasks.Forget(key)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	default:
+		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionTrue, infrav1.SucceededReason, "")
+		r.Tasks.Forget(key)
+	}
+	return ctrl.Result{}, nil
+}
+
+// bootstrapData reads a bootstrap data Secret (keys value and format).
+func (r *Reconciler) bootstrapData(ctx context.Context, namespace, name string) (backend.BootstrapData, error) {
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return backend.BootstrapData{}, fmt.Errorf("failed to read bootstrap data Secret %s: %w", name, err)
+	}
+	value, ok := secret.Data["value"]
+	if !ok || len(value) == 0 {
+		return backend.BootstrapData{}, fmt.Errorf("bootstrap data Secret %s has no value", name)
+	}
+	format := string(secret.Data["format"])
+	if format == "" {
+		format = "cloud-config"
+	}
+	return backend.BootstrapData{Value: value, Format: format}, nil
+}
+
+// ReconcileDelete cancels the bootstrap, deletes the node and releases the
+// instance's addresses.
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *contractreconcile.Scope[*infrav1.MonolithMachine]) (ctrl.Result, error) {
+	mm := s.Object
+	setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionFalse, infrav1.DeletingReason, "")
+	r.Tasks.Forget(string(mm.UID))
+	b, err := r.Backends.ForMachine(mm.Spec.Backend)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleting the instance's node")
+	if err := b.DeleteNode(ctx, machineRef(mm)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to delete the node: %w", err)
+	}
+	// Only once the node is gone may its addresses go back to the pools.
+	return ctrl.Result{}, addressclaims.Release(ctx, r.Client, mm)
+}
+
+// UpdateStatus summarises the instance's conditions into Ready.
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *contractreconcile.Scope[*infrav1.MonolithMachine]) {
+	if err := conditions.SetSummaryCondition(s.Object, s.Object, clusterv1.ReadyCondition,
+		conditions.ForConditionTypes{infrav1.BackendMachineProvisionedCondition, infrav1.BootstrapExecSucceededCondition, infrav1.IPAddressesClaimedCondition},
+		conditions.IgnoreTypesIfMissing{infrav1.BootstrapExecSucceededCondition, infrav1.IPAddressesClaimedCondition},
+	); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
+	}
+}
+
+func machineRef(mm *infrav1.MonolithMachine) backend.MachineRef {
+	return backend.MachineRef{
+		Cluster: backend.ClusterRef{Namespace: mm.Namespace, Name: mm.Labels[clusterv1.ClusterNameLabel]},
+		Name:    mm.Name,
+	}
+}
+
+func setCondition(mm *infrav1.MonolithMachine, t string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(mm, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: mm.Generation})
+}
