@@ -116,13 +116,16 @@ func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, op
 	}
 	webhooksEnabled := opts.WebhookPort != 0
 	if webhooksEnabled {
-		ctrlOptions.WebhookServer = webhook.NewServer(webhook.Options{
+		ctrlOptions.WebhookServer, err = newWebhookServer(enabled, webhook.Options{
 			Port:     opts.WebhookPort,
 			CertDir:  opts.WebhookCertDir,
 			CertName: opts.WebhookCertName,
 			KeyName:  opts.WebhookKeyName,
 			TLSOpts:  tlsOptions,
 		})
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	mgr, err := ctrl.NewManager(restConfig, ctrlOptions)
@@ -157,6 +160,39 @@ func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, op
 		}
 	}
 	return &Manager{Manager: mgr, Modules: enabled}, nil
+}
+
+// WebhookServerProvider is implemented by a module that brings the manager's
+// one webhook server: the runtimeext module's Runtime SDK server, which embeds
+// controller-runtime's webhook server and so also serves every module's
+// admission webhooks on the same port with the same certificate.
+type WebhookServerProvider interface {
+	NewWebhookServer(opts webhook.Options) (webhook.Server, error)
+}
+
+// newWebhookServer returns the webhook server of the enabled modules: the one
+// an enabled WebhookServerProvider builds, else a plain one.
+func newWebhookServer(enabled []modules.Module, opts webhook.Options) (webhook.Server, error) {
+	var provider WebhookServerProvider
+	var providerName string
+	for _, m := range enabled {
+		p, ok := m.(WebhookServerProvider)
+		if !ok {
+			continue
+		}
+		if provider != nil {
+			return nil, fmt.Errorf("modules %q and %q both provide the webhook server", providerName, m.Name())
+		}
+		provider, providerName = p, m.Name()
+	}
+	if provider == nil {
+		return webhook.NewServer(opts), nil
+	}
+	srv, err := provider.NewWebhookServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the webhook server of module %q: %w", providerName, err)
+	}
+	return srv, nil
 }
 
 // DefaultLeaderElectionID derives the Lease name from the enabled modules, so

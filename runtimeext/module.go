@@ -1,32 +1,141 @@
-// Package runtimeext is the runtimeext module of capi-monolith: the Runtime SDK extension: lifecycle hooks and topology mutation served over HTTPS.
+// Package runtimeext is the runtimeext module of capi-monolith: a Cluster API
+// Runtime SDK extension serving every hook of Cluster API v1.14's catalog over
+// HTTPS on the manager's one webhook server (see package serving), with
+// policies for lifecycle hooks (hold, IP capacity, record), topology
+// mutation for the infra module's template kinds, upgrade plans and in-place
+// updates. At start-up it registers itself with Cluster API through an
+// ExtensionConfig (see package registration).
 package runtimeext
 
 import (
 	"context"
+	"fmt"
+	"os"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/modules"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
+	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
 )
 
 // Name is the value of --enable-modules that turns this module on.
 const Name = "runtimeext"
 
-// Module is the runtimeext module.
-type Module struct{}
+// NamespaceEnv names the environment variable holding the namespace the
+// manager runs in (the Deployment sets it from the downward API).
+const NamespaceEnv = "POD_NAMESPACE"
 
-var _ modules.Module = Module{}
+// EventSource is the source of the Events the hooks record.
+const EventSource = "capi-monolith-runtimeext"
+
+// Module is the runtimeext module. Its zero value is ready to use; BindFlags
+// exposes its settings on the command line.
+type Module struct {
+	registration registration.Options
+	clientCAFile string
+}
+
+var (
+	_ modules.Module     = &Module{}
+	_ modules.FlagBinder = &Module{}
+)
 
 // Name implements modules.Module.
-func (Module) Name() string { return Name }
+func (*Module) Name() string { return Name }
 
-// AddToScheme implements modules.Module. The module has no API types yet.
-func (Module) AddToScheme(*runtime.Scheme) error { return nil }
+// BindFlags implements modules.FlagBinder.
+func (m *Module) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&m.registration.Name, "runtimeext-extension-config-name", registration.DefaultName,
+		"Name of the ExtensionConfig the runtimeext module registers at start-up; empty registers none.")
+	fs.StringVar(&m.registration.ServiceName, "runtimeext-service-name", registration.DefaultServiceName,
+		"Service in $POD_NAMESPACE that fronts the webhook port, named in the ExtensionConfig.")
+	fs.Int32Var(&m.registration.ServicePort, "runtimeext-service-port", registration.DefaultServicePort,
+		"Port of --runtimeext-service-name.")
+	fs.StringVar(&m.registration.CASecret, "runtimeext-ca-secret", registration.DefaultCASecret,
+		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
+	fs.StringVar(&m.registration.NamespaceSelector, "runtimeext-namespace-selector", "",
+		"Label selector of the namespaces whose Clusters the hooks apply to (ExtensionConfig spec.namespaceSelector); empty means all.")
+	fs.StringVar(&m.clientCAFile, "runtimeext-client-ca-file", "",
+		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
+}
 
-// SetupWithManager implements modules.Module. The module has no controllers
-// yet: enabling it runs nothing.
-func (Module) SetupWithManager(ctx context.Context, _ ctrl.Manager, _ modules.Options) error {
-	ctrl.LoggerFrom(ctx).Info("Module has no controllers yet")
-	return nil
+// NewWebhookServer implements manager.WebhookServerProvider: Cluster API's
+// runtime extension server, guarded, serving admission webhooks too.
+func (m *Module) NewWebhookServer(opts webhook.Options) (webhook.Server, error) {
+	return serving.New(serving.Options{Webhook: opts, ClientCAFile: m.clientCAFile})
+}
+
+// AddToScheme implements modules.Module: the IP pool kinds the capacity gate
+// reads and Cluster API's ExtensionConfig.
+func (*Module) AddToScheme(scheme *runtime.Scheme) error {
+	if err := ipamv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	return runtimev1.AddToScheme(scheme)
+}
+
+// The module registers its ExtensionConfig (server-side apply), reads IP pools
+// from the shared cache and records Events on Clusters.
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;create;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager implements modules.Module.
+func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, _ modules.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	if err := m.registration.Validate(); err != nil {
+		return err
+	}
+	srv, ok := serving.FromManager(mgr)
+	if !ok {
+		log.Info("Runtime hooks are not served: the webhook server is off (--webhook-port=0)")
+		return nil
+	}
+	list, err := handlers.List(handlers.Options{
+		Reader:   mgr.GetClient(),
+		Recorder: &record.Recorder{Events: mgr.GetEventRecorder(EventSource)},
+	})
+	if err != nil {
+		return err
+	}
+	if err := serving.AddHandlers(srv, list); err != nil {
+		return fmt.Errorf("failed to add the runtime hook handlers: %w", err)
+	}
+	// Start the pool informers with the cache, so that the first
+	// BeforeClusterCreate does not wait for a list. Without the ipam
+	// module's CRDs the gate reports that it cannot read pools.
+	for _, obj := range []client.Object{&ipamv1alpha1.MonolithIPPool{}, &ipamv1alpha1.GlobalMonolithIPPool{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			log.Error(err, "IP pools cannot be watched: the IP capacity gate will report it", "kind", fmt.Sprintf("%T", obj))
+		}
+	}
+	return m.setupRegistration(ctx, mgr, srv.StartedChecker())
+}
+
+func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready healthz.Checker) error {
+	log := ctrl.LoggerFrom(ctx)
+	opts := m.registration
+	if opts.Name == "" {
+		log.Info("Not registering an ExtensionConfig: --runtimeext-extension-config-name is empty")
+		return nil
+	}
+	opts.Namespace = os.Getenv(NamespaceEnv)
+	if opts.Namespace == "" {
+		log.Info("Not registering an ExtensionConfig: " + NamespaceEnv + " is not set")
+		return nil
+	}
+	return mgr.Add(&registration.Registrar{Client: mgr.GetClient(), Options: opts, Serving: ready})
 }

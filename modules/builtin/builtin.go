@@ -15,9 +15,9 @@ import (
 func Registry() *modules.Registry {
 	reg, err := modules.NewRegistry(
 		&infra.Module{},
-		machinepool.Module{},
+		&machinepool.Module{},
 		ipam.Module{},
-		runtimeext.Module{},
+		&runtimeext.Module{},
 	)
 	if err != nil {
 		// The list above is fixed at compile time; a clash is a programming error.

@@ -1,0 +1,74 @@
+// Package handlers lists every handler the runtime extension serves: its
+// stable name (Cluster API registers it as <name>.<ExtensionConfig name>),
+// hook, timeout and failure policy, in the order discovery reports them.
+package handlers
+
+import (
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
+
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/inplace"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/topology"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/upgrade"
+	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+)
+
+// Options are what the handlers need.
+type Options struct {
+	// Reader reads IP pools for the capacity gate: the manager's cached
+	// client. Nil turns the gate off.
+	Reader client.Reader
+	// Recorder records calls; nil records nothing.
+	Recorder *record.Recorder
+}
+
+// Timeouts the handlers announce. Lifecycle handlers read only the cache;
+// topology handlers may see large requests.
+const (
+	lifecycleTimeoutSeconds = 5
+	topologyTimeoutSeconds  = 10
+)
+
+// List returns every handler, one per hook of Cluster API v1.14's catalog
+// (Discovery is added by the server itself).
+func List(opts Options) ([]server.ExtensionHandler, error) {
+	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder}
+	t, err := topology.New(opts.Recorder)
+	if err != nil {
+		return nil, err
+	}
+	u := &upgrade.Handlers{Recorder: opts.Recorder}
+	i := &inplace.Handlers{Recorder: opts.Recorder}
+	fail, ignore := runtimehooksv1.FailurePolicyFail, runtimehooksv1.FailurePolicyIgnore
+	h := func(name string, hook, fn runtimecatalog.Hook, timeout int32, policy runtimehooksv1.FailurePolicy) server.ExtensionHandler {
+		return server.ExtensionHandler{Name: name, Hook: hook, HandlerFunc: fn, TimeoutSeconds: ptr.To(timeout), FailurePolicy: ptr.To(policy)}
+	}
+	list := []server.ExtensionHandler{
+		// Blocking lifecycle hooks are gates: when the extension cannot
+		// answer, Cluster API waits rather than passing the gate.
+		h("before-cluster-create", runtimehooksv1.BeforeClusterCreate, l.BeforeClusterCreate, lifecycleTimeoutSeconds, fail),
+		h("after-control-plane-initialized", runtimehooksv1.AfterControlPlaneInitialized, l.AfterControlPlaneInitialized, lifecycleTimeoutSeconds, ignore),
+		h("before-cluster-upgrade", runtimehooksv1.BeforeClusterUpgrade, l.BeforeClusterUpgrade, lifecycleTimeoutSeconds, fail),
+		h("before-control-plane-upgrade", runtimehooksv1.BeforeControlPlaneUpgrade, l.BeforeControlPlaneUpgrade, lifecycleTimeoutSeconds, fail),
+		h("after-control-plane-upgrade", runtimehooksv1.AfterControlPlaneUpgrade, l.AfterControlPlaneUpgrade, lifecycleTimeoutSeconds, fail),
+		h("before-workers-upgrade", runtimehooksv1.BeforeWorkersUpgrade, l.BeforeWorkersUpgrade, lifecycleTimeoutSeconds, fail),
+		h("after-workers-upgrade", runtimehooksv1.AfterWorkersUpgrade, l.AfterWorkersUpgrade, lifecycleTimeoutSeconds, fail),
+		h("after-cluster-upgrade", runtimehooksv1.AfterClusterUpgrade, l.AfterClusterUpgrade, lifecycleTimeoutSeconds, fail),
+		h("before-cluster-delete", runtimehooksv1.BeforeClusterDelete, l.BeforeClusterDelete, lifecycleTimeoutSeconds, fail),
+		h("generate-patches", runtimehooksv1.GeneratePatches, t.GeneratePatches, topologyTimeoutSeconds, fail),
+		h("validate-topology", runtimehooksv1.ValidateTopology, t.ValidateTopology, topologyTimeoutSeconds, fail),
+		h("discover-variables", runtimehooksv1.DiscoverVariables, t.DiscoverVariables, topologyTimeoutSeconds, fail),
+		h("generate-upgrade-plan", runtimehooksv1.GenerateUpgradePlan, u.GenerateUpgradePlan, topologyTimeoutSeconds, fail),
+		// A failed in-place check makes Cluster API fall back to a rollout,
+		// which is always safe.
+		h("can-update-machine", runtimehooksv1.CanUpdateMachine, i.CanUpdateMachine, lifecycleTimeoutSeconds, ignore),
+		h("can-update-machine-set", runtimehooksv1.CanUpdateMachineSet, i.CanUpdateMachineSet, lifecycleTimeoutSeconds, ignore),
+		h("update-machine", runtimehooksv1.UpdateMachine, i.UpdateMachine, topologyTimeoutSeconds, fail),
+	}
+	return list, nil
+}

@@ -1,0 +1,96 @@
+package inplace_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/inplace"
+)
+
+func machine(b infrav1.MachineBackend) runtime.RawExtension {
+	m := &infrav1.MonolithMachine{Spec: infrav1.MonolithMachineSpec{Backend: b}}
+	m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("MonolithMachine"))
+	raw, _ := json.Marshal(m)
+	return runtime.RawExtension{Raw: raw}
+}
+
+func inMemory(d time.Duration) infrav1.MachineBackend {
+	return infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{ProvisioningDelay: &metav1.Duration{Duration: d}}}
+}
+
+func TestCanUpdateMachineCoversInMemoryMachinesOnly(t *testing.T) {
+	g := NewWithT(t)
+	h := &inplace.Handlers{}
+	req := &runtimehooksv1.CanUpdateMachineRequest{}
+	req.Current.Machine.Spec.Version = "v1.34.0"
+	req.Desired.Machine.Spec.Version = "v1.35.0"
+	req.Current.InfrastructureMachine = machine(inMemory(time.Second))
+	req.Desired.InfrastructureMachine = machine(inMemory(2 * time.Second))
+	resp := &runtimehooksv1.CanUpdateMachineResponse{}
+	h.CanUpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(resp.MachinePatch.PatchType).To(Equal(runtimehooksv1.JSONMergePatchType))
+	g.Expect(string(resp.MachinePatch.Patch)).To(Equal(`{"spec":{"version":"v1.35.0"}}`))
+	g.Expect(string(resp.InfrastructureMachinePatch.Patch)).To(Equal(`{"spec":{"backend":{"inMemory":{"provisioningDelay":"2s"}}}}`))
+	g.Expect(resp.BootstrapConfigPatch.IsDefined()).To(BeFalse())
+
+	req.Desired.InfrastructureMachine = machine(infrav1.MachineBackend{Docker: &infrav1.DockerMachineBackend{Image: "x"}})
+	resp = &runtimehooksv1.CanUpdateMachineResponse{}
+	h.CanUpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(resp.MachinePatch.IsDefined()).To(BeFalse())
+	g.Expect(resp.InfrastructureMachinePatch.IsDefined()).To(BeFalse())
+	g.Expect(resp.Message).To(Equal("only inmemory machines are updated in place; docker nodes are replaced"))
+
+	req.Desired.InfrastructureMachine = runtime.RawExtension{Raw: []byte(`{"kind":"DockerMachine"}`)}
+	resp = &runtimehooksv1.CanUpdateMachineResponse{}
+	h.CanUpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Message).To(Equal("infrastructure object is not a MonolithMachine: cannot update in place"))
+}
+
+func TestCanUpdateMachineSetCoversVersionOfInMemoryMachineSets(t *testing.T) {
+	g := NewWithT(t)
+	tmpl := func(b infrav1.MachineBackend) runtime.RawExtension {
+		m := &infrav1.MonolithMachineTemplate{}
+		m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("MonolithMachineTemplate"))
+		m.Spec.Template.Spec.Backend = b
+		raw, _ := json.Marshal(m)
+		return runtime.RawExtension{Raw: raw}
+	}
+	req := &runtimehooksv1.CanUpdateMachineSetRequest{}
+	req.Current.MachineSet.Spec.Template.Spec.Version = "v1.34.0"
+	req.Desired.MachineSet.Spec.Template.Spec.Version = "v1.35.0"
+	req.Current.InfrastructureMachineTemplate = tmpl(inMemory(time.Second))
+	req.Desired.InfrastructureMachineTemplate = tmpl(inMemory(time.Second))
+	resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+	(&inplace.Handlers{}).CanUpdateMachineSet(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(string(resp.MachineSetPatch.Patch)).To(Equal(`{"spec":{"template":{"spec":{"version":"v1.35.0"}}}}`))
+	g.Expect(resp.InfrastructureMachineTemplatePatch.IsDefined()).To(BeFalse(), "nothing to cover")
+}
+
+func TestUpdateMachineCompletesInMemoryMachinesAndRefusesDocker(t *testing.T) {
+	g := NewWithT(t)
+	h := &inplace.Handlers{}
+	req := &runtimehooksv1.UpdateMachineRequest{}
+	req.Desired.InfrastructureMachine = machine(inMemory(0))
+	resp := &runtimehooksv1.UpdateMachineResponse{}
+	h.UpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(resp.RetryAfterSeconds).To(BeZero())
+
+	req.Desired.InfrastructureMachine = machine(infrav1.MachineBackend{Docker: &infrav1.DockerMachineBackend{}})
+	resp = &runtimehooksv1.UpdateMachineResponse{}
+	h.UpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
+	g.Expect(resp.Message).To(Equal("only inmemory machines are updated in place; docker nodes are replaced"))
+}

@@ -1,0 +1,145 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
+)
+
+// HoldAnnotation lists the hooks held on a Cluster, comma-separated.
+const HoldAnnotation = "runtime.capi-monolith.dev/hold"
+
+// Handlers answer the lifecycle hooks.
+type Handlers struct {
+	// Reader reads IP pools; the manager's cached client, so that no call
+	// reaches the apiserver. Nil turns the capacity gate off.
+	Reader client.Reader
+	// Recorder records every call; nil records nothing.
+	Recorder *record.Recorder
+}
+
+// policy may block a hook: it returns a message when it does, "" otherwise.
+type policy func(ctx context.Context, cluster *clusterv1.Cluster, s settings.Settings) (string, error)
+
+func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonRetryResponse, policies ...policy) {
+	start := time.Now()
+	log := ctrl.LoggerFrom(ctx).WithValues("hook", hook, "Cluster", klog.KObj(cluster))
+	ctx = ctrl.LoggerInto(ctx, log)
+	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+
+	s, err := settings.Parse(raw)
+	if err != nil {
+		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
+		resp.SetMessage(err.Error())
+		return
+	}
+	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+	policies = append([]policy{hold(hook)}, policies...)
+	for _, p := range policies {
+		msg, err := p(ctx, cluster, s)
+		if err != nil {
+			log.Error(err, "Policy failed")
+			resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
+			resp.SetMessage(err.Error())
+			return
+		}
+		if msg != "" {
+			log.V(2).Info("Hook blocked", "reason", msg)
+			resp.SetRetryAfterSeconds(s.RetryAfterSeconds)
+			resp.SetMessage(msg)
+			return
+		}
+	}
+}
+
+func (h *Handlers) nonBlocking(hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonResponse) {
+	start := time.Now()
+	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	if _, err := settings.Parse(raw); err != nil {
+		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
+		resp.SetMessage(err.Error())
+		return
+	}
+	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+}
+
+// Held returns the hooks the hold annotation of cluster lists.
+func Held(cluster *clusterv1.Cluster) []string {
+	v, ok := cluster.GetAnnotations()[HoldAnnotation]
+	if !ok {
+		return nil
+	}
+	var held []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			held = append(held, part)
+		}
+	}
+	return held
+}
+
+func hold(hook string) policy {
+	return func(_ context.Context, cluster *clusterv1.Cluster, _ settings.Settings) (string, error) {
+		if slices.ContainsFunc(Held(cluster), func(h string) bool { return strings.EqualFold(h, hook) }) {
+			return fmt.Sprintf("%s is held by the %s annotation on the Cluster; remove %s from it to proceed", hook, HoldAnnotation, hook), nil
+		}
+		return "", nil
+	}
+}
+
+// BeforeClusterCreate is held, and waits for IP capacity.
+func (h *Handlers) BeforeClusterCreate(ctx context.Context, req *runtimehooksv1.BeforeClusterCreateRequest, resp *runtimehooksv1.BeforeClusterCreateResponse) {
+	h.blocking(ctx, "BeforeClusterCreate", &req.Cluster, req.Settings, &resp.CommonRetryResponse, h.capacity)
+}
+
+// AfterControlPlaneInitialized records the call; it cannot block.
+func (h *Handlers) AfterControlPlaneInitialized(_ context.Context, req *runtimehooksv1.AfterControlPlaneInitializedRequest, resp *runtimehooksv1.AfterControlPlaneInitializedResponse) {
+	h.nonBlocking("AfterControlPlaneInitialized", &req.Cluster, req.Settings, &resp.CommonResponse)
+}
+
+// BeforeClusterUpgrade can be held.
+func (h *Handlers) BeforeClusterUpgrade(ctx context.Context, req *runtimehooksv1.BeforeClusterUpgradeRequest, resp *runtimehooksv1.BeforeClusterUpgradeResponse) {
+	h.blocking(ctx, "BeforeClusterUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// BeforeControlPlaneUpgrade can be held.
+func (h *Handlers) BeforeControlPlaneUpgrade(ctx context.Context, req *runtimehooksv1.BeforeControlPlaneUpgradeRequest, resp *runtimehooksv1.BeforeControlPlaneUpgradeResponse) {
+	h.blocking(ctx, "BeforeControlPlaneUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// AfterControlPlaneUpgrade can be held.
+func (h *Handlers) AfterControlPlaneUpgrade(ctx context.Context, req *runtimehooksv1.AfterControlPlaneUpgradeRequest, resp *runtimehooksv1.AfterControlPlaneUpgradeResponse) {
+	h.blocking(ctx, "AfterControlPlaneUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// BeforeWorkersUpgrade can be held.
+func (h *Handlers) BeforeWorkersUpgrade(ctx context.Context, req *runtimehooksv1.BeforeWorkersUpgradeRequest, resp *runtimehooksv1.BeforeWorkersUpgradeResponse) {
+	h.blocking(ctx, "BeforeWorkersUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// AfterWorkersUpgrade can be held.
+func (h *Handlers) AfterWorkersUpgrade(ctx context.Context, req *runtimehooksv1.AfterWorkersUpgradeRequest, resp *runtimehooksv1.AfterWorkersUpgradeResponse) {
+	h.blocking(ctx, "AfterWorkersUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// AfterClusterUpgrade can be held.
+func (h *Handlers) AfterClusterUpgrade(ctx context.Context, req *runtimehooksv1.AfterClusterUpgradeRequest, resp *runtimehooksv1.AfterClusterUpgradeResponse) {
+	h.blocking(ctx, "AfterClusterUpgrade", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
+
+// BeforeClusterDelete can be held.
+func (h *Handlers) BeforeClusterDelete(ctx context.Context, req *runtimehooksv1.BeforeClusterDeleteRequest, resp *runtimehooksv1.BeforeClusterDeleteResponse) {
+	h.blocking(ctx, "BeforeClusterDelete", &req.Cluster, req.Settings, &resp.CommonRetryResponse)
+}
