@@ -1,0 +1,7 @@
+package main
+
+import "github.com/capi-monolith/capi-monolith/kustomize/bundle"
+
+func init() {
+	subcommands["bundle"] = bundle.Command
+}

@@ -1,0 +1,202 @@
+package bundle
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// ImageVariable is the clusterctl variable naming the manager's image in
+// every components file; its default is Options.Image.
+const ImageVariable = "MONOLITH_IMAGE"
+
+// DefaultImageRepository is the image repository of released managers; the
+// tag is the bundle's version.
+const DefaultImageRepository = "ghcr.io/capi-monolith/capi-monolith"
+
+// Options says what to build. Version is required.
+type Options struct {
+	// Version is the release, a semantic version with a leading v
+	// (vX.Y.Z): the repository's version folder and the metadata's
+	// release series.
+	Version string
+	// Image is the default of ${MONOLITH_IMAGE}. Default:
+	// DefaultImageRepository:<Version>.
+	Image string
+}
+
+func (o Options) image() string {
+	if o.Image != "" {
+		return o.Image
+	}
+	return DefaultImageRepository + ":" + o.Version
+}
+
+// Validate reports a version clusterctl would not accept as a version
+// folder, and an image that would break the variable it is the default of.
+func (o Options) Validate() error {
+	if _, err := parseVersion(o.Version); err != nil {
+		return err
+	}
+	if strings.ContainsAny(o.Image, "${} \t\n") {
+		return fmt.Errorf("invalid image %q: it must not contain spaces, '$', '{' or '}'", o.Image)
+	}
+	return nil
+}
+
+func parseVersion(v string) (*version.Version, error) {
+	if !strings.HasPrefix(v, "v") {
+		return nil, fmt.Errorf("invalid version %q: it must be a semantic version with a leading v, e.g. v0.1.0", v)
+	}
+	parsed, err := version.ParseSemantic(v)
+	if err != nil {
+		return nil, fmt.Errorf("invalid version %q: it must be a semantic version with a leading v, e.g. v0.1.0: %w", v, err)
+	}
+	return parsed, nil
+}
+
+// Repository is a built clusterctl local repository: file contents by
+// slash-separated path relative to the repository's root folder. The
+// clusterctl.yaml is not in it: it names the folder the repository is
+// written to (see ClusterctlConfig).
+type Repository map[string][]byte
+
+// Build builds every bundle in memory.
+func Build(opts Options) (Repository, error) {
+	return embedded.build(opts)
+}
+
+func (s sources) build(opts Options) (Repository, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	v, _ := parseVersion(opts.Version)
+	mem, err := s.tree(opts)
+	if err != nil {
+		return nil, err
+	}
+	repo := Repository{}
+	metadata := metadataYAML(v)
+	for _, p := range Providers {
+		dir := path.Join(p.Label, opts.Version)
+		out, err := kustomizeBuild(mem, p)
+		if err != nil {
+			return nil, err
+		}
+		repo[path.Join(dir, p.ComponentsFile)] = out
+		repo[path.Join(dir, "metadata.yaml")] = metadata
+		if !p.Templates {
+			continue
+		}
+		templates, err := yamlFiles(s.kustomize, "templates")
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range templates {
+			b, err := fs.ReadFile(s.kustomize, path.Join("templates", t))
+			if err != nil {
+				return nil, fmt.Errorf("failed to read template %s: %w", t, err)
+			}
+			repo[path.Join(dir, t)] = b
+		}
+	}
+	out, err := kustomizeBuild(mem, AllInOne)
+	if err != nil {
+		return nil, err
+	}
+	repo[AllInOneFile] = out
+	return repo, nil
+}
+
+func kustomizeBuild(mem filesys.FileSystem, p Provider) ([]byte, error) {
+	opts := krusty.MakeDefaultOptions()
+	// Namespace and CRDs first, as the kustomize CLI orders them.
+	opts.Reorder = krusty.ReorderOptionLegacy
+	resources, err := krusty.MakeKustomizer(opts).Run(mem, path.Join(bundlesDir, p.Overlay))
+	if err != nil {
+		return nil, fmt.Errorf("failed to build overlay %s: %w", p.Overlay, err)
+	}
+	out, err := resources.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("failed to write overlay %s as YAML: %w", p.Overlay, err)
+	}
+	return out, nil
+}
+
+// metadataYAML maps the version's release series to the contract.
+func metadataYAML(v *version.Version) []byte {
+	return fmt.Appendf(nil, `# Maps capi-monolith's release series to the Cluster API contract it implements.
+apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+kind: Metadata
+releaseSeries:
+- major: %d
+  minor: %d
+  contract: %s
+`, v.Major(), v.Minor(), Contract)
+}
+
+// ClusterctlConfig is a clusterctl configuration file listing the three
+// providers of the repository written to dir (an absolute path) at version.
+func ClusterctlConfig(dir, version string) []byte {
+	var b strings.Builder
+	b.WriteString("# clusterctl configuration for the capi-monolith providers of this folder:\n")
+	b.WriteString("#   clusterctl init --config clusterctl.yaml --infrastructure monolith --ipam monolith --runtime-extension monolith\n")
+	b.WriteString("providers:\n")
+	for _, p := range Providers {
+		u := "file://" + filepath.ToSlash(filepath.Join(dir, p.Label, version, p.ComponentsFile))
+		fmt.Fprintf(&b, "- name: %s\n  type: %s\n  url: %s\n", ProviderName, p.Type, u)
+	}
+	return []byte(b.String())
+}
+
+// ClusterctlConfigFile is the name of the clusterctl configuration file Write
+// puts in the output folder.
+const ClusterctlConfigFile = "clusterctl.yaml"
+
+// Write builds every bundle and writes the repository to dir (created when
+// missing), with a clusterctl.yaml pointing at it. The version's folders
+// are replaced whole, so no file of an earlier build of the same version
+// lingers; other versions' folders are kept.
+func Write(dir string, opts Options) error {
+	if dir == "" {
+		return errors.New("no output folder given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("failed to resolve output folder %s: %w", dir, err)
+	}
+	repo, err := Build(opts)
+	if err != nil {
+		return err
+	}
+	repo[ClusterctlConfigFile] = ClusterctlConfig(abs, opts.Version)
+	for _, p := range Providers {
+		if err := os.RemoveAll(filepath.Join(abs, p.Label, opts.Version)); err != nil {
+			return fmt.Errorf("failed to clear %s: %w", filepath.Join(abs, p.Label, opts.Version), err)
+		}
+	}
+	names := make([]string, 0, len(repo))
+	for name := range repo {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := filepath.Join(abs, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("failed to create %s: %w", filepath.Dir(p), err)
+		}
+		if err := os.WriteFile(p, repo[name], 0o644); err != nil {
+			return fmt.Errorf("failed to write %s: %w", p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,325 @@
+package bundle_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+
+	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
+	"github.com/capi-monolith/capi-monolith/manifests"
+)
+
+const providerLabel = "cluster.x-k8s.io/provider"
+
+// componentsVariables are the clusterctl variables of every components
+// file, each with a default (docs/bundles.md lists them).
+var componentsVariables = []string{
+	"MONOLITH_DIAGNOSTICS_ADDRESS",
+	"MONOLITH_IMAGE",
+	"MONOLITH_IMAGE_PULL_POLICY",
+	"MONOLITH_INSECURE_DIAGNOSTICS",
+	"MONOLITH_LOG_LEVEL",
+}
+
+func TestComponentsFollowClusterctlsContract(t *testing.T) {
+	for _, p := range bundle.Providers {
+		t.Run(p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			raw := rawObjects(t, componentsPath(p))
+			namespaces := ofKind(raw, "Namespace")
+			g.Expect(namespaces).To(HaveLen(1), "exactly one Namespace per components file")
+			for _, o := range raw {
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue(providerLabel, p.Label), "%s %s", o.GetKind(), o.GetName())
+			}
+
+			comps := components(t, p, "")
+			g.Expect(comps.TargetNamespace()).To(Equal(namespaces[0].GetName()))
+			for _, o := range comps.Objs() {
+				if namespaced(g, o) {
+					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())
+				}
+			}
+			g.Expect(comps.Variables()).To(ConsistOf(componentsVariables))
+			g.Expect(comps.Images()).To(ConsistOf(bundle.DefaultImageRepository + ":" + testVersion))
+
+			// Every variable has a default: processing with none set works,
+			// and leaves no ${ behind.
+			y, err := comps.Yaml()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(y)).NotTo(ContainSubstring("${"))
+
+			// The manager container is what clusterctl waits for; it does
+			// not check it itself.
+			_, opts := managerFlags(t, comps.Objs())
+			g.Expect(opts.EnableModules).To(Equal(p.Modules))
+		})
+	}
+}
+
+func TestComponentsMoveToAnotherTargetNamespace(t *testing.T) {
+	const target = "elsewhere"
+	for _, p := range bundle.Providers {
+		t.Run(p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			comps := components(t, p, target)
+			g.Expect(comps.TargetNamespace()).To(Equal(target))
+			g.Expect(names(ofKind(comps.Objs(), "Namespace"))).To(Equal([]string{target}))
+			var service string
+			for _, o := range comps.Objs() {
+				if namespaced(g, o) {
+					g.Expect(o.GetNamespace()).To(Equal(target), "%s %s", o.GetKind(), o.GetName())
+				}
+				if o.GetKind() == "Service" && strings.HasSuffix(o.GetName(), "webhook-service") {
+					service = o.GetName()
+				}
+			}
+			g.Expect(service).NotTo(BeEmpty())
+			certs := ofKind(comps.Objs(), "Certificate")
+			g.Expect(certs).To(HaveLen(1))
+			dnsNames, _, _ := unstructured.NestedStringSlice(certs[0].Object, "spec", "dnsNames")
+			g.Expect(dnsNames).To(ConsistOf(service+"."+target+".svc", service+"."+target+".svc.cluster.local"))
+			for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+				for _, w := range ofKind(comps.Objs(), kind) {
+					g.Expect(w.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", target+"/"+certs[0].GetName()))
+					hooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+					for _, h := range hooks {
+						svc, _, _ := unstructured.NestedMap(h.(map[string]any), "clientConfig", "service")
+						g.Expect(svc).To(HaveKeyWithValue("namespace", target))
+						g.Expect(svc).To(HaveKeyWithValue("name", service))
+					}
+				}
+			}
+			for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+				for _, b := range ofKind(comps.Objs(), kind) {
+					subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+					for _, s := range subjects {
+						g.Expect(s).To(HaveKeyWithValue("namespace", target), "%s %s", kind, b.GetName())
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEveryObjectBelongsToOneBundle: clusterctl merge-patches an object two
+// providers share, and deleting one provider (with its CRDs) then deletes
+// what the other needs.
+func TestEveryObjectBelongsToOneBundle(t *testing.T) {
+	g := NewWithT(t)
+	owner := map[string]string{}
+	claim := func(key, by string) {
+		if prev, ok := owner[key]; ok {
+			t.Errorf("%s is in both %s and %s", key, prev, by)
+		}
+		owner[key] = by
+	}
+	leases := map[string]string{}
+	for _, p := range bundle.Providers {
+		comps := components(t, p, "")
+		claim("Namespace/"+comps.TargetNamespace(), p.Label)
+		for _, o := range comps.Objs() {
+			if !namespaced(g, o) && o.GetKind() != "Namespace" {
+				claim(o.GetKind()+"/"+o.GetName(), p.Label)
+			}
+			if o.GetKind() == "Certificate" {
+				secret, _, _ := unstructured.NestedString(o.Object, "spec", "secretName")
+				claim("Secret/"+secret, p.Label)
+			}
+		}
+		_, opts := managerFlags(t, comps.Objs())
+		leases[opts.LeaderElectionID] = p.Label
+	}
+	// The all-in-one file carries every CRD (it replaces the three bundles
+	// on dev clusters), but nothing else of theirs.
+	all := allInOne(t)
+	for _, o := range all {
+		key := o.GetKind() + "/" + o.GetName()
+		if o.GetKind() == "CustomResourceDefinition" {
+			g.Expect(owner).To(HaveKey(key), "the all-in-one file has a CRD no provider bundle has")
+			continue
+		}
+		if !namespaced(g, o) {
+			claim(key, "all-in-one")
+		}
+		if o.GetKind() == "Certificate" {
+			secret, _, _ := unstructured.NestedString(o.Object, "spec", "secretName")
+			claim("Secret/"+secret, "all-in-one")
+		}
+	}
+	_, opts := managerFlags(t, all)
+	leases[opts.LeaderElectionID] = "all-in-one"
+	g.Expect(leases).To(HaveLen(len(bundle.Providers)+1), "every Deployment has its own leader election ID: %v", leases)
+}
+
+// TestDeploymentsDifferOnlyInTheirModules: which modules each Deployment
+// runs, which CRDs each bundle carries, and the flags every manager needs.
+func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
+	type bundleUnderTest struct {
+		p    bundle.Provider
+		objs []unstructured.Unstructured
+	}
+	var all []bundleUnderTest
+	for _, p := range bundle.Providers {
+		all = append(all, bundleUnderTest{p, components(t, p, "").Objs()})
+	}
+	all = append(all, bundleUnderTest{bundle.AllInOne, allInOne(t)})
+	for _, b := range all {
+		t.Run(b.p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			flags, opts := managerFlags(t, b.objs)
+			g.Expect(opts.EnableModules).To(Equal(b.p.Modules))
+			g.Expect(opts.LeaderElect).To(BeTrue())
+			// clusterctl's contract: the manager supports --namespace, and
+			// clusterctl installs it watching every namespace.
+			g.Expect(flags.Lookup("namespace")).NotTo(BeNil())
+			g.Expect(flags.Changed("namespace")).To(BeFalse(), "--namespace must not be set (or templated)")
+			g.Expect(opts.WatchNamespace).To(BeEmpty())
+
+			deployment := ofKind(b.objs, "Deployment")[0]
+			env, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+			g.Expect(fmt.Sprint(env)).To(ContainSubstring("name:POD_NAMESPACE valueFrom:map[fieldRef:map[fieldPath:metadata.namespace]]"))
+
+			// The runtime extension is served behind the webhook Service,
+			// with the webhook certificate; the module registers its
+			// ExtensionConfig from these flags.
+			services := ofKind(b.objs, "Service")
+			var webhookService string
+			for _, s := range services {
+				if strings.HasSuffix(s.GetName(), "-webhook-service") {
+					webhookService = s.GetName()
+				}
+			}
+			certs := ofKind(b.objs, "Certificate")
+			g.Expect(certs).To(HaveLen(1))
+			secret, _, _ := unstructured.NestedString(certs[0].Object, "spec", "secretName")
+			dnsNames, _, _ := unstructured.NestedStringSlice(certs[0].Object, "spec", "dnsNames")
+			ns := deployment.GetNamespace()
+			g.Expect(dnsNames).To(ConsistOf(webhookService+"."+ns+".svc", webhookService+"."+ns+".svc.cluster.local"))
+			g.Expect(fmt.Sprint(deployment.Object)).To(ContainSubstring("secretName:" + secret))
+			g.Expect(ofKind(b.objs, "ExtensionConfig")).To(BeEmpty(), "the runtimeext module registers its ExtensionConfig itself")
+			if slices.Contains(b.p.Modules, "runtimeext") {
+				g.Expect(flags.Lookup("runtimeext-service-name").Value.String()).To(Equal(webhookService))
+				g.Expect(flags.Lookup("runtimeext-ca-secret").Value.String()).To(Equal(secret))
+			} else {
+				g.Expect(flags.Changed("runtimeext-service-name")).To(BeFalse())
+			}
+
+			// Exactly the CRDs of the bundle's modules.
+			var want []string
+			for _, m := range b.p.Modules {
+				want = append(want, moduleCRDs(t, m)...)
+			}
+			slices.Sort(want)
+			crds := ofKind(b.objs, "CustomResourceDefinition")
+			g.Expect(names(crds)).To(Equal(want))
+			for _, crd := range crds {
+				if b.p.Type != "" {
+					g.Expect(crd.GetLabels()).To(HaveKeyWithValue(providerLabel, b.p.Label))
+				}
+				g.Expect(crd.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"))
+			}
+		})
+	}
+	// Apart from names and the flags above, every Deployment runs the same
+	// manager the same way.
+	g := NewWithT(t)
+	first := sharedManagerSpec(t, ofKind(all[0].objs, "Deployment")[0])
+	firstJSON, err := json.MarshalIndent(first, "", " ")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, b := range all[1:] {
+		other, err := json.MarshalIndent(sharedManagerSpec(t, ofKind(b.objs, "Deployment")[0]), "", " ")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(other)).To(Equal(string(firstJSON)), b.p.Label)
+	}
+	var container corev1.Container
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(first["container"].(map[string]any), &container)).To(Succeed())
+	g.Expect(container.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+	g.Expect(container.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+	g.Expect(container.Resources.Requests).To(HaveKey(corev1.ResourceCPU))
+	g.Expect(container.Resources.Requests).To(HaveKey(corev1.ResourceMemory))
+	g.Expect(container.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(container.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+	var pod corev1.PodSpec
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(first["pod"].(map[string]any), &pod)).To(Succeed())
+	g.Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+
+	// What the modules' manifests hold today, so that losing them shows.
+	infra := names(ofKind(all[0].objs, "CustomResourceDefinition"))
+	g.Expect(infra).To(ContainElements(
+		"monolithclusters.infrastructure.cluster.x-k8s.io", "monolithclustertemplates.infrastructure.cluster.x-k8s.io",
+		"monolithmachines.infrastructure.cluster.x-k8s.io", "monolithmachinetemplates.infrastructure.cluster.x-k8s.io"))
+	ipam := ofKind(all[1].objs, "CustomResourceDefinition")
+	g.Expect(names(ipam)).To(Equal([]string{"globalmonolithippools.ipam.cluster.x-k8s.io", "monolithippools.ipam.cluster.x-k8s.io"}))
+	for _, crd := range ipam {
+		// Pools are no Cluster's descendants: clusterctl move takes them
+		// (and the addresses they own) only with this label.
+		g.Expect(crd.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
+	}
+}
+
+// moduleCRDs are the CRD names in manifests/<module>/crd.
+func moduleCRDs(t *testing.T, module string) []string {
+	t.Helper()
+	g := NewWithT(t)
+	entries, err := fs.ReadDir(manifests.FS, path.Join(module, "crd"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		b, err := fs.ReadFile(manifests.FS, path.Join(module, "crd", e.Name()))
+		g.Expect(err).NotTo(HaveOccurred())
+		nodes, err := kio.FromBytes(b)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, n := range nodes {
+			if n.GetKind() == "CustomResourceDefinition" {
+				out = append(out, n.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// bundleFlags are the manager flags an overlay sets for itself.
+var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret="}
+
+// sharedManagerSpec is a Deployment's pod spec without what differs by
+// design between bundles: names (ServiceAccount, Secret), the provider
+// label, the overlay's own flags and the docker socket.
+func sharedManagerSpec(t *testing.T, d unstructured.Unstructured) map[string]any {
+	t.Helper()
+	g := NewWithT(t)
+	pod, _, err := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+	g.Expect(err).NotTo(HaveOccurred())
+	containers := pod["containers"].([]any)
+	g.Expect(containers).To(HaveLen(1))
+	container := containers[0].(map[string]any)
+	delete(pod, "containers")
+	delete(pod, "serviceAccountName")
+	delete(pod, "volumes")
+	var args []any
+	for _, a := range container["args"].([]any) {
+		if !slices.ContainsFunc(bundleFlags, func(f string) bool { return strings.HasPrefix(a.(string), f) }) {
+			args = append(args, a)
+		}
+	}
+	container["args"] = args
+	var mounts []any
+	for _, m := range container["volumeMounts"].([]any) {
+		if m.(map[string]any)["name"] != "docker-socket" {
+			mounts = append(mounts, m)
+		}
+	}
+	container["volumeMounts"] = mounts
+	return map[string]any{"pod": pod, "container": container}
+}

@@ -1,0 +1,66 @@
+package bundle
+
+// ProviderName is the name of every capi-monolith provider in clusterctl:
+// the three provider types share it (clusterctl allows one name across
+// types), so that `--infrastructure monolith --ipam monolith
+// --runtime-extension monolith` installs them all.
+const ProviderName = "monolith"
+
+// Contract is the Cluster API contract every release series implements.
+const Contract = "v1beta2"
+
+// Provider is one clusterctl provider type the binary is packaged as.
+type Provider struct {
+	// Overlay is the folder under kustomize/overlays it is built from.
+	Overlay string
+	// Type is clusterctl's provider type, as clusterctl.yaml spells it.
+	Type string
+	// Label is clusterctl's <type>-<name>: the repository folder and the
+	// cluster.x-k8s.io/provider label.
+	Label string
+	// ComponentsFile is the name clusterctl looks for in the version folder.
+	ComponentsFile string
+	// Modules are the --enable-modules of its Deployment.
+	Modules []string
+	// Templates says whether the workload cluster templates and ClusterClass
+	// definitions ship with it (only the infrastructure provider's do).
+	Templates bool
+}
+
+// AllInOne is the overlay with every module in one Deployment, for dev
+// management clusters; it is no clusterctl provider.
+var AllInOne = Provider{
+	Overlay: "all-in-one",
+	Label:   "capi-monolith",
+	Modules: []string{"infra", "machinepool", "ipam", "runtimeext"},
+}
+
+// AllInOneFile is the all-in-one file's name in the output folder.
+const AllInOneFile = "capi-monolith-all-in-one.yaml"
+
+// Providers are the clusterctl provider types, in the order clusterctl.yaml
+// lists them.
+var Providers = []Provider{
+	{
+		Overlay:        "infrastructure",
+		Type:           "InfrastructureProvider",
+		Label:          "infrastructure-" + ProviderName,
+		ComponentsFile: "infrastructure-components.yaml",
+		Modules:        []string{"infra", "machinepool"},
+		Templates:      true,
+	},
+	{
+		Overlay:        "ipam",
+		Type:           "IPAMProvider",
+		Label:          "ipam-" + ProviderName,
+		ComponentsFile: "ipam-components.yaml",
+		Modules:        []string{"ipam"},
+	},
+	{
+		Overlay:        "runtime-extension",
+		Type:           "RuntimeExtensionProvider",
+		Label:          "runtime-extension-" + ProviderName,
+		ComponentsFile: "runtime-extension-components.yaml",
+		Modules:        []string{"runtimeext"},
+	},
+}
