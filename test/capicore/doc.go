@@ -1,10 +1,7 @@
 // Package capicore runs Cluster API's own core manager (the real
 // sigs.k8s.io/cluster-api controllers and webhooks, built by `make capi-core`)
-// as a supervised subprocess against an envtest apiserver.
-//
-// Cluster API's runtime client and several of its controllers are internal
-// packages, so tests that need the real core controllers (MachinePool,
-// Runtime SDK, end-to-end) run the released binary instead of linking it:
+// as a supervised subprocess against an envtest apiserver. It is the test
+// suites' name for dev/capicore, which `capi-monolith dev` runs too:
 //
 //	env, _ := envtest.Start(ctx, envtest.Options{})
 //	core, err := capicore.Start(ctx, capicore.Options{Config: env.Config})

@@ -1,0 +1,60 @@
+package dev
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
+
+	"github.com/capi-monolith/capi-monolith/manager"
+	"github.com/capi-monolith/capi-monolith/modules/builtin"
+)
+
+// These fail before anything starts: no apiserver, no child process.
+func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "an unknown module names the valid ones", args: []string{"--enable-modules=infra,dns"}, wantErr: `unknown module(s) "dns"`},
+		{name: "an unknown flag is refused", args: []string{"--no-such-flag"}, wantErr: "unknown flag: --no-such-flag"},
+		{name: "an empty kubeconfig-out is refused", args: []string{"--kubeconfig-out="}, wantErr: "--kubeconfig-out must not be empty"},
+		{name: "stray arguments are refused", args: []string{"serve"}, wantErr: `unexpected arguments ["serve"]`},
+		{name: "a bad manager flag is refused", args: []string{"--sync-period=-1s"}, wantErr: "--sync-period must be positive"},
+		{name: "a missing core binary names the make target", args: []string{"--quiet"}, wantErr: "make capi-core"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			if tt.wantErr == "make capi-core" {
+				t.Setenv("CAPI_CORE_MANAGER", "/nonexistent/manager")
+			}
+			var stdout, stderr bytes.Buffer
+			err := command(context.Background(), tt.args, &stdout, &stderr)
+			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+			g.Expect(stdout.String()).NotTo(ContainSubstring("kubeconfig:"))
+		})
+	}
+}
+
+func TestHelpListsDevAndManagerFlags(t *testing.T) {
+	g := NewWithT(t)
+	var stdout, stderr bytes.Buffer
+	// --help parses the flags and stops.
+	g.Expect(command(context.Background(), []string{"--help"}, &stdout, &stderr)).To(Succeed())
+	g.Expect(stderr.String()).To(ContainSubstring("--data-dir"))
+	g.Expect(stderr.String()).To(ContainSubstring("--enable-modules"))
+}
+
+func TestManagerArgsPassOnlyTheManagersFlagsThrough(t *testing.T) {
+	g := NewWithT(t)
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String("data-dir", "", "")
+	var opts manager.Options
+	manager.BindFlags(fs, &opts, builtin.Registry())
+	g.Expect(fs.Parse([]string{"--data-dir=/x", "--enable-modules=ipam,infra", "--ipam-concurrency=3"})).To(Succeed())
+	g.Expect(managerArgs(fs)).To(ConsistOf("--enable-modules=ipam,infra", "--ipam-concurrency=3"))
+}

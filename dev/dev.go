@@ -1,0 +1,595 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/dev/capicore"
+	"github.com/capi-monolith/capi-monolith/dev/capimodule"
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/controlplane"
+	"github.com/capi-monolith/capi-monolith/dev/crds"
+	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
+	"github.com/capi-monolith/capi-monolith/dev/progress"
+	"github.com/capi-monolith/capi-monolith/dev/webhooks"
+	"github.com/capi-monolith/capi-monolith/manager"
+	"github.com/capi-monolith/capi-monolith/manifests"
+	"github.com/capi-monolith/capi-monolith/modules"
+	"github.com/capi-monolith/capi-monolith/modules/builtin"
+)
+
+const (
+	// DefaultExtensionConfigName names the ExtensionConfig registering the
+	// runtimeext module with Cluster API core.
+	DefaultExtensionConfigName = "capi-monolith"
+	// runtimeExtModule is the module whose hooks the ExtensionConfig points at.
+	runtimeExtModule = "runtimeext"
+	// extensionConfigNameFlag turns the module's own registration off: the
+	// module registers itself behind a Service, which dev does not have.
+	extensionConfigNameFlag = "runtimeext-extension-config-name"
+
+	// webhookConfigurationPrefix names the webhook configurations dev
+	// installs: <prefix>core and <prefix><module>.
+	webhookConfigurationPrefix = "capi-monolith-dev-"
+	managerReadyTimeout        = 60 * time.Second
+	coreRestarts               = 3
+	stopTimeout                = 30 * time.Second
+)
+
+// Options configures Start. The zero value starts a temporary environment
+// with every module.
+type Options struct {
+	// Kubeconfig names an existing cluster to use instead of starting etcd
+	// and kube-apiserver. Default: start them.
+	Kubeconfig string
+
+	// DataDir keeps the environment's state (etcd's data, certificates,
+	// logs), so that a later Start on it resumes where this one stopped.
+	// Default: a temporary folder removed by Stop.
+	DataDir string
+
+	// Ephemeral makes DataDir (which must then be set) temporary: etcd's
+	// data is not kept in it and Stop removes it. For callers that want the
+	// state folder before Start, e.g. for their own logs.
+	Ephemeral bool
+
+	// KubeconfigOut is where the admin kubeconfig is written once the
+	// environment is ready. Default: only <state>/kubeconfig.
+	KubeconfigOut string
+
+	// CacheDir is the project's tool cache (envtest binaries, core's
+	// manager). Default: capicore.CacheDir().
+	CacheDir string
+
+	// CoreBinary is Cluster API core's manager. Default: the cached one
+	// (see capicore.BinaryPath).
+	CoreBinary string
+
+	// ManagerArgs are the command-line flags of this binary's manager
+	// (--enable-modules, module flags, ...). Dev sets the webhook server,
+	// leader election, health and diagnostics listeners itself unless
+	// given here (listeners default to off).
+	ManagerArgs []string
+
+	// Registry is the modules to choose from. Default: builtin.Registry().
+	Registry *modules.Registry
+
+	// Progress shows the steps. Default: none.
+	Progress *progress.Display
+
+	// LogOutput receives Cluster API core's output. Default:
+	// <state>/logs/capi-core.log.
+	LogOutput io.Writer
+
+	// ExtensionConfigName names the ExtensionConfig of the runtime
+	// extension. Default: DefaultExtensionConfigName.
+	ExtensionConfigName string
+}
+
+// Environment is a running dev management cluster.
+type Environment struct {
+	// Config is the admin config of the apiserver.
+	Config *rest.Config
+	// Client is an uncached client with the manager's scheme plus Cluster
+	// API's and apiextensions' types.
+	Client client.Client
+	// Scheme is Client's scheme.
+	Scheme *runtime.Scheme
+	// StateDir holds the environment's state (DataDir, or a temporary folder).
+	StateDir string
+	// KubeconfigPath is the admin kubeconfig (Options.KubeconfigOut when set).
+	KubeconfigPath string
+	// WebhookAddress is host:port of this binary's webhook server, which
+	// also serves the runtime extension.
+	WebhookAddress string
+	// Core is Cluster API core's child process.
+	Core *capicore.Process
+	// Modules are the enabled modules.
+	Modules []string
+	// Certs are the CA and serving certificate of both webhook servers.
+	Certs *certs.Bundle
+
+	opts           Options
+	controlPlane   *controlplane.ControlPlane
+	ourWebhooks    []*webhooks.Configurations
+	tempState      bool
+	managerCancel  context.CancelFunc
+	managerDone    chan error
+	failed         chan error
+	failOnce       sync.Once
+	stopOnce       sync.Once
+	stopErr        error
+	extensionOwned bool
+	coreLog        *os.File
+}
+
+// Failed receives one error when a part of the environment stopped on its
+// own for good (core after its restarts, or the manager); the environment
+// is then broken and should be stopped.
+func (e *Environment) Failed() <-chan error { return e.failed }
+
+func (e *Environment) fail(err error) {
+	e.failOnce.Do(func() { e.failed <- err })
+}
+
+// Start brings a dev environment up and returns once everything is ready:
+// CRDs served, core ready, the modules' webhook server serving and its
+// cache synced. ctx bounds Start only; the environment runs until Stop.
+// On failure Start stops whatever it started.
+func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
+	if opts.Registry == nil {
+		opts.Registry = builtin.Registry()
+	}
+	if opts.ExtensionConfigName == "" {
+		opts.ExtensionConfigName = DefaultExtensionConfigName
+	}
+	if opts.CacheDir == "" {
+		dir, err := capicore.CacheDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.CacheDir = dir
+	}
+	display := opts.Progress
+
+	// Parse the manager's flags first: bad input fails before anything runs.
+	mgrOpts, err := parseManagerArgs(opts.Registry, opts.ManagerArgs)
+	if err != nil {
+		return nil, err
+	}
+	enabled, err := opts.Registry.Resolve(mgrOpts.EnableModules)
+	if err != nil {
+		return nil, err
+	}
+	capi, err := capimodule.Locate()
+	if err != nil {
+		return nil, err
+	}
+	coreBinary, err := capicore.BinaryPath(opts.CoreBinary, capi.Version)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Kubeconfig == "" {
+		if _, err := controlplane.AssetsDirectory("", opts.CacheDir); err != nil {
+			return nil, err
+		}
+	}
+
+	e := &Environment{opts: opts, failed: make(chan error, 1)}
+	for _, m := range enabled {
+		e.Modules = append(e.Modules, m.Name())
+	}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, e.Stop())
+		}
+	}()
+	if e.StateDir, e.tempState, err = stateDir(opts.DataDir); err != nil {
+		return nil, err
+	}
+	keptData := opts.DataDir
+	if opts.Ephemeral {
+		e.tempState, keptData = true, ""
+	}
+	logDir := filepath.Join(e.StateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create the log folder: %w", err)
+	}
+
+	// 1. The Kubernetes API.
+	done := display.Step(controlPlaneStepName(opts.Kubeconfig))
+	cpLog, err := os.OpenFile(filepath.Join(logDir, "control-plane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		done(err)
+		return nil, fmt.Errorf("failed to open the control plane log: %w", err)
+	}
+	defer cpLog.Close()
+	e.controlPlane, err = controlplane.Start(ctx, controlplane.Options{
+		Kubeconfig: opts.Kubeconfig,
+		CacheDir:   opts.CacheDir,
+		DataDir:    dataDirOrEmpty(keptData, e.StateDir),
+		Output:     cpLog,
+	})
+	done(err)
+	if err != nil {
+		return nil, err
+	}
+	e.Config = e.controlPlane.Config
+	if e.Scheme, err = newScheme(enabled); err != nil {
+		return nil, err
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		return nil, fmt.Errorf("failed to create a client: %w", err)
+	}
+
+	// 2. CRDs.
+	done = display.Step("CRDs (Cluster API " + capi.Version + " and capi-monolith's)")
+	err = installCRDs(ctx, e.Config, capi)
+	done(err)
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Certificates, and the kubeconfig children read.
+	if e.Certs, err = certs.New(certs.Options{}); err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(e.StateDir, "certs")
+	if err := e.Certs.Write(certDir); err != nil {
+		return nil, err
+	}
+	e.KubeconfigPath = filepath.Join(e.StateDir, "kubeconfig")
+	if err := kubeconfig.WriteFromREST(e.Config, e.KubeconfigPath); err != nil {
+		return nil, err
+	}
+
+	// 4. Core as a child process and our modules in-process, side by side:
+	// neither needs the other to start.
+	ports, err := capicore.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	mgrOpts.WebhookPort = ports[0]
+	mgrOpts.WebhookCertDir = certDir
+	mgrOpts.WebhookCertName = certs.CertFile
+	mgrOpts.WebhookKeyName = certs.KeyFile
+	mgrOpts.LeaderElect = false
+	e.WebhookAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(mgrOpts.WebhookPort))
+
+	coreOut := opts.LogOutput
+	if coreOut == nil {
+		f, err := os.OpenFile(filepath.Join(logDir, "capi-core.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("failed to open Cluster API core's log: %w", err)
+		}
+		// The process writes to it until Stop, which closes it.
+		e.coreLog, coreOut = f, f
+	}
+	var wg sync.WaitGroup
+	var coreErr, mgrErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		done := display.Step("Cluster API core " + capi.Version + " (child process)")
+		e.Core, coreErr = capicore.Start(ctx, capicore.Options{
+			Config:                   e.Config,
+			BinaryPath:               coreBinary,
+			Output:                   coreOut,
+			WorkDir:                  filepath.Join(e.StateDir, "capi-core"),
+			Certs:                    e.Certs,
+			WebhookConfigurationName: webhookConfigurationPrefix + "core",
+			Restarts:                 coreRestarts,
+			OnExit: func(err error, restarting bool) {
+				if restarting {
+					display.Printf("  ! Cluster API core exited (%v): restarting it\n", err)
+					return
+				}
+				e.fail(fmt.Errorf("cluster API core exited and was restarted %d times already: %w\nlast output:\n%s", coreRestarts, err, e.Core.Output()))
+			},
+		})
+		done(coreErr)
+	}()
+	go func() {
+		defer wg.Done()
+		done := display.Step("capi-monolith modules " + fmt.Sprint(e.Modules) + " (in-process)")
+		mgrErr = e.startManager(ctx, mgrOpts, enabled)
+		done(mgrErr)
+	}()
+	wg.Wait()
+	if err := errors.Join(coreErr, mgrErr); err != nil {
+		return nil, err
+	}
+
+	// 5. The runtime extension, once both sides serve: core discovers it as
+	// soon as the ExtensionConfig exists.
+	if slices.Contains(e.Modules, runtimeExtModule) {
+		done := display.Step("ExtensionConfig " + opts.ExtensionConfigName)
+		err := e.registerExtension(ctx)
+		done(err)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.KubeconfigOut != "" {
+		if err := kubeconfig.WriteFromREST(e.Config, opts.KubeconfigOut); err != nil {
+			return nil, err
+		}
+		e.KubeconfigPath = opts.KubeconfigOut
+	}
+	return e, nil
+}
+
+func controlPlaneStepName(existing string) string {
+	if existing != "" {
+		return "existing cluster from " + existing
+	}
+	return "etcd and kube-apiserver " + controlplane.KubernetesVersion
+}
+
+func stateDir(dataDir string) (dir string, temp bool, err error) {
+	if dataDir != "" {
+		abs, err := filepath.Abs(dataDir)
+		if err != nil {
+			return "", false, fmt.Errorf("failed to resolve --data-dir %s: %w", dataDir, err)
+		}
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return "", false, fmt.Errorf("failed to create the data folder: %w", err)
+		}
+		return abs, false, nil
+	}
+	dir, err = os.MkdirTemp("", "capi-monolith-dev-")
+	if err != nil {
+		return "", false, fmt.Errorf("failed to create a temporary state folder: %w", err)
+	}
+	return dir, true, nil
+}
+
+// dataDirOrEmpty keeps etcd's data in the state folder only when it is meant
+// to survive; a temporary environment lets envtest manage (and remove) it.
+func dataDirOrEmpty(dataDir, state string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return state
+}
+
+// parseManagerArgs parses this binary's manager flags as `capi-monolith`
+// would, with dev's defaults first so that the caller's flags win, except
+// the module's own ExtensionConfig registration, which dev does instead.
+func parseManagerArgs(reg *modules.Registry, args []string) (manager.Options, error) {
+	var opts manager.Options
+	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	manager.BindFlags(fs, &opts, reg)
+	all := append([]string{"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics"}, args...)
+	if fs.Lookup(extensionConfigNameFlag) != nil {
+		all = append(all, "--"+extensionConfigNameFlag+"=")
+	}
+	if err := fs.Parse(all); err != nil {
+		return opts, fmt.Errorf("invalid manager flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := opts.Validate(); err != nil {
+		return opts, err
+	}
+	return opts, nil
+}
+
+func newScheme(enabled []modules.Module) (*runtime.Scheme, error) {
+	scheme, err := manager.NewScheme(enabled)
+	if err != nil {
+		return nil, err
+	}
+	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, runtimev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("failed to build the scheme: %w", err)
+		}
+	}
+	return scheme, nil
+}
+
+// installCRDs installs Cluster API core's CRDs and every module's, enabled
+// or not: a CRD without its controller is harmless, and a later start with
+// more modules finds its types.
+func installCRDs(ctx context.Context, cfg *rest.Config, capi capimodule.Module) error {
+	list, err := crds.ReadClusterAPI(capi.CRDDirectory())
+	if err != nil {
+		return err
+	}
+	dirs, err := fs.Glob(manifests.FS, "*/crd")
+	if err != nil {
+		return fmt.Errorf("failed to list the embedded CRDs: %w", err)
+	}
+	for _, dir := range dirs {
+		ours, err := crds.ReadFS(manifests.FS, dir)
+		if err != nil {
+			return err
+		}
+		list = append(list, ours...)
+	}
+	return crds.Install(ctx, cfg, list)
+}
+
+// startManager installs the enabled modules' webhook configurations, then
+// builds and starts the one manager, and waits until its webhook server
+// serves and its cache is synced.
+func (e *Environment) startManager(ctx context.Context, opts manager.Options, enabled []modules.Module) error {
+	baseURL := "https://" + e.WebhookAddress
+	for _, m := range enabled {
+		file := path.Join(m.Name(), "webhook", "manifests.yaml")
+		data, err := fs.ReadFile(manifests.FS, file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("failed to read the embedded %s: %w", file, err)
+		}
+		wh, err := webhooks.Read(data, file, webhookConfigurationPrefix+m.Name(), baseURL, e.Certs.CAPEM)
+		if err != nil {
+			return err
+		}
+		if err := wh.Apply(ctx, e.Client); err != nil {
+			return err
+		}
+		e.ourWebhooks = append(e.ourWebhooks, wh)
+	}
+
+	log := ctrl.Log.WithName("dev")
+	mgr, err := manager.New(ctrl.LoggerInto(ctx, log), e.Config, e.opts.Registry, opts)
+	if err != nil {
+		return err
+	}
+	mgrCtx, cancel := context.WithCancel(context.Background())
+	e.managerCancel = cancel
+	e.managerDone = make(chan error, 1)
+	go func() {
+		err := mgr.Start(mgrCtx)
+		if mgrCtx.Err() == nil {
+			// It stopped on its own: nothing reconciles any more.
+			e.fail(fmt.Errorf("capi-monolith's manager stopped: %w", err))
+		}
+		e.managerDone <- err
+	}()
+
+	roots := e.Certs.CertPool()
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, managerReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-e.failed:
+			// Put it back for Failed's readers, and stop waiting.
+			e.failed <- err
+			return false, err
+		default:
+		}
+		lastErr = webhooks.CheckTLS(ctx, e.WebhookAddress, roots)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		if lastErr != nil {
+			err = fmt.Errorf("%w (last check: %w)", err, lastErr)
+		}
+		return fmt.Errorf("failed to wait for capi-monolith's webhook server: %w", err)
+	}
+	syncCtx, cancelSync := context.WithTimeout(ctx, managerReadyTimeout)
+	defer cancelSync()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		return fmt.Errorf("failed to sync capi-monolith's cache within %s", managerReadyTimeout)
+	}
+	return nil
+}
+
+// registerExtension creates (or updates) the ExtensionConfig pointing Cluster
+// API core at the runtime extension served by the modules' webhook server.
+func (e *Environment) registerExtension(ctx context.Context) error {
+	ext := &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: e.opts.ExtensionConfigName}}
+	spec := runtimev1.ExtensionConfigSpec{
+		ClientConfig: runtimev1.ClientConfig{
+			URL:      "https://" + e.WebhookAddress,
+			CABundle: e.Certs.CAPEM,
+		},
+		NamespaceSelector: &metav1.LabelSelector{},
+	}
+	err := e.Client.Get(ctx, client.ObjectKeyFromObject(ext), ext)
+	switch {
+	case apierrors.IsNotFound(err):
+		ext.Spec = spec
+		err = e.Client.Create(ctx, ext)
+	case err == nil:
+		ext.Spec.ClientConfig = spec.ClientConfig
+		err = e.Client.Update(ctx, ext)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to register ExtensionConfig %s: %w", ext.Name, err)
+	}
+	e.extensionOwned = true
+	return nil
+}
+
+// Stop stops the manager and core, removes what dev installed in an
+// existing cluster (webhook configurations, conversion, the
+// ExtensionConfig), stops etcd and kube-apiserver, and removes the state
+// folder unless it is a --data-dir. Safe to call more than once.
+func (e *Environment) Stop() error {
+	e.stopOnce.Do(func() {
+		var errs []error
+		if e.managerCancel != nil {
+			e.managerCancel()
+			select {
+			case err := <-e.managerDone:
+				if err != nil {
+					errs = append(errs, fmt.Errorf("capi-monolith's manager failed: %w", err))
+				}
+			case <-time.After(stopTimeout):
+				errs = append(errs, fmt.Errorf("capi-monolith's manager did not stop within %s", stopTimeout))
+			}
+		}
+		if e.Core != nil {
+			if err := e.Core.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if e.coreLog != nil {
+			_ = e.coreLog.Close()
+		}
+		// An apiserver of our own goes away with everything in it; an
+		// existing cluster must not keep webhooks pointing at nothing.
+		if e.Client != nil && e.controlPlane != nil && e.controlPlane.External {
+			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+			defer cancel()
+			for _, wh := range e.ourWebhooks {
+				if err := wh.Delete(ctx, e.Client); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if e.extensionOwned {
+				ext := &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: e.opts.ExtensionConfigName}}
+				if err := e.Client.Delete(ctx, ext); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("failed to delete ExtensionConfig %s: %w", ext.Name, err))
+				}
+			}
+		}
+		if e.controlPlane != nil {
+			if err := e.controlPlane.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if e.tempState && e.StateDir != "" {
+			if err := os.RemoveAll(e.StateDir); err != nil {
+				errs = append(errs, fmt.Errorf("failed to remove the state folder: %w", err))
+			}
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+func capimoduleLocate() (string, error) {
+	m, err := capimodule.Locate()
+	return m.Version, err
+}

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/dev"
+	"github.com/capi-monolith/capi-monolith/dev/capimodule"
+	"github.com/capi-monolith/capi-monolith/dev/crds"
+	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
+	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+)
+
+// holdObservation is how long a held deletion is watched to stay held.
+const holdObservation = 5 * time.Second
+
+// The topology flavor: Cluster API's topology controller calls the
+// runtime extension of this binary (registered by dev's ExtensionConfig)
+// for the lifecycle and topology mutation hooks.
+var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass with our runtime extension)", Ordered, func() {
+	const name = "topo"
+	var namespace string
+
+	BeforeAll(func(ctx SpecContext) {
+		// The class's control plane and bootstrap templates are kubeadm's:
+		// their CRDs, from the pinned Cluster API module, are enough for the
+		// topology controller (no kubeadm provider runs here).
+		capi, err := capimodule.Locate()
+		Expect(err).NotTo(HaveOccurred())
+		for _, dir := range []string{"controlplane/kubeadm/config/crd/bases", "bootstrap/kubeadm/config/crd/bases"} {
+			list, err := crds.ReadDir(capi.Dir + "/" + dir)
+			Expect(err).NotTo(HaveOccurred())
+			for _, crd := range list {
+				// The contract label kustomize adds in Cluster API's release
+				// manifests, which core reads to pick the served version.
+				crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
+			}
+			Expect(crds.Install(ctx, env.Config, list)).To(Succeed())
+		}
+		By("waiting for Cluster API core to discover the runtime extension")
+		Eventually(func(g Gomega) {
+			ext := &runtimev1.ExtensionConfig{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, ext)).To(Succeed())
+			g.Expect(ext.Status.Conditions).To(ContainElement(And(HaveField("Type", runtimev1.ExtensionConfigDiscoveredCondition), HaveField("Status", BeEquivalentTo("True")))))
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+
+		namespace = createNamespace(ctx, "e2e-topology")
+		vars := templateVars(namespace, name)
+		objs := render("clusterclass-monolith.yaml", vars)
+		for _, o := range objs {
+			o.SetNamespace(namespace)
+			if o.GetKind() == "ClusterClass" {
+				// Our extension patches the class's templates and validates
+				// the topology.
+				Expect(unstructured.SetNestedSlice(o.Object, append(nestedSlice(o, "spec", "patches"), map[string]any{
+					"name": "capi-monolith",
+					"external": map[string]any{
+						"generatePatchesExtension":   "generate-patches." + dev.DefaultExtensionConfigName,
+						"validateTopologyExtension":  "validate-topology." + dev.DefaultExtensionConfigName,
+						"discoverVariablesExtension": "discover-variables." + dev.DefaultExtensionConfigName,
+					},
+				}), "spec", "patches")).To(Succeed())
+			}
+		}
+		apply(ctx, objs)
+		// The Cluster may use our variables once the class lists them.
+		Eventually(func(g Gomega) {
+			g.Expect(coreAlive()).To(Succeed())
+			cc := &clusterv1.ClusterClass{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "monolith"}, cc)).To(Succeed())
+			var names []string
+			for _, v := range cc.Status.Variables {
+				names = append(names, v.Name)
+			}
+			g.Expect(names).To(ContainElement("monolithAddressPools"), "DiscoverVariables answered")
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+		// BeforeClusterCreate checks the pool has room for the topology.
+		pool := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": monolithIPPoolGVK.GroupVersion().String(),
+			"kind":       monolithIPPoolGVK.Kind,
+			"metadata":   map[string]any{"name": "nodes", "namespace": namespace},
+			"spec":       map[string]any{"addresses": []any{"10.128.20.0/24"}, "prefix": int64(16), "gateway": "10.128.0.1"},
+		}}
+		apply(ctx, []*unstructured.Unstructured{pool})
+		cluster := render("cluster-template-topology.yaml", vars)
+		Expect(cluster).To(HaveLen(1))
+		c := cluster[0]
+		// The pools variable makes our GeneratePatches visible in every
+		// MonolithMachineTemplate the topology controller creates.
+		Expect(unstructured.SetNestedSlice(c.Object, append(nestedSlice(c, "spec", "topology", "variables"), map[string]any{
+			"name":  "monolithAddressPools",
+			"value": []any{map[string]any{"kind": "MonolithIPPool", "name": "nodes"}},
+		}), "spec", "topology", "variables")).To(Succeed())
+		c.SetAnnotations(map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"})
+		apply(ctx, cluster)
+	})
+
+	It("should call BeforeClusterCreate, GeneratePatches and ValidateTopology", func(ctx SpecContext) {
+		Eventually(func(g Gomega) {
+			g.Expect(coreAlive()).To(Succeed())
+			c := &clusterv1.Cluster{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c)).To(Succeed())
+			g.Expect(hookCalls("BeforeClusterCreate")).To(BeNumerically(">", 0), "BeforeClusterCreate called; Cluster conditions: %+v", c.Status.Conditions)
+			g.Expect(hookEvents(ctx, namespace, name)).To(ContainElement("BeforeClusterCreate"), "an Event records the hook")
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(coreAlive()).To(Succeed())
+			objs, err := list(ctx, monolithMachineTemplateGVK, namespace, client.MatchingLabels{clusterv1.ClusterNameLabel: name})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(objs).NotTo(BeEmpty(), "the topology controller creates the cluster's machine templates")
+			for _, o := range objs {
+				pools := nestedSlice(&o, "spec", "template", "spec", "addressesFromPools")
+				g.Expect(pools).To(ContainElement(HaveKeyWithValue("name", "nodes")), "GeneratePatches set the pools of %s", o.GetName())
+			}
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+		Expect(hookCalls("GeneratePatches")).To(BeNumerically(">", 0))
+		Expect(hookCalls("ValidateTopology")).To(BeNumerically(">", 0))
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c)).To(Succeed())
+			g.Expect(c.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()), "the MonolithCluster made from the class is provisioned")
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+	})
+
+	It("should hold the deletion while the hold annotation names BeforeClusterDelete", func(ctx SpecContext) {
+		cluster := &clusterv1.Cluster{}
+		key := client.ObjectKey{Namespace: namespace, Name: name}
+		Expect(env.Client.Get(ctx, key, cluster)).To(Succeed())
+		Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
+		Eventually(func() ([]string, error) {
+			return hookEvents(ctx, namespace, name)
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(ContainElement("BeforeClusterDelete"))
+		Consistently(func() error {
+			return env.Client.Get(ctx, key, &clusterv1.Cluster{})
+		}).WithTimeout(holdObservation).WithPolling(poll).Should(Succeed(), "a held Cluster stays")
+
+		Expect(env.Client.Get(ctx, key, cluster)).To(Succeed())
+		base := cluster.DeepCopy()
+		delete(cluster.Annotations, lifecycle.HoldAnnotation)
+		Expect(env.Client.Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, key, &clusterv1.Cluster{}))
+		}).WithTimeout(deleteTimeout).WithPolling(poll).Should(BeTrue(), "released, the Cluster is deleted")
+		expectNothingLeft(ctx, namespace)
+	})
+})
+
+var monolithMachineTemplateGVK = monolithMachineGVK.GroupVersion().WithKind("MonolithMachineTemplate")
+
+func nestedSlice(o *unstructured.Unstructured, fields ...string) []any {
+	s, _, _ := unstructured.NestedSlice(o.Object, fields...)
+	return s
+}
+
+// hookEvents returns the reasons of the runtime hook Events recorded on the
+// Cluster.
+func hookEvents(ctx context.Context, namespace, cluster string) ([]string, error) {
+	events := &eventsv1.EventList{}
+	if err := env.Client.List(ctx, events, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var reasons []string
+	for _, e := range events.Items {
+		if e.Regarding.Kind == "Cluster" && e.Regarding.Name == cluster && strings.HasPrefix(e.Action, "RuntimeHook") {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons, nil
+}
+
+// hookCalls is how many calls of hook the extension answered, from its
+// own metric (the extension runs in this process).
+func hookCalls(hook string) float64 {
+	var total float64
+	for _, outcome := range []string{record.OutcomeSuccess, record.OutcomeRetry, record.OutcomeFailure} {
+		m := &dto.Metric{}
+		Expect(record.Calls.WithLabelValues(hook, outcome).Write(m)).To(Succeed())
+		total += m.GetCounter().GetValue()
+	}
+	return total
+}
