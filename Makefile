@@ -38,6 +38,10 @@ TEST_TIMEOUT        ?= 30m
 build: ## Build the capi-monolith binary.
 	CGO_ENABLED=0 go build -trimpath -o $(BINARY) .
 
+.PHONY: dev
+dev: build envtest-assets capi-core ## The main job: a whole Cluster API management cluster (etcd, kube-apiserver, core, every module); Ctrl-C stops it.
+	$(BINARY) dev $(ARGS)
+
 .PHONY: run
 run: build ## Run the manager against the cluster in $KUBECONFIG with every module.
 	$(BINARY) --leader-elect=false $(ARGS)
@@ -88,6 +92,34 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 test: envtest-assets capi-core docker-test-images ## Run every test: unit, envtest integration, Docker and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
+.PHONY: test-e2e
+test-e2e: envtest-assets capi-core docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
+	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Benchmarks (not part of make test)
+
+BENCH_IPAM_ARGS     ?= -n 1000,10000 -runs 3
+
+.PHONY: bench
+bench: bench-ipam bench-hooks ## Run every benchmark and write its results under test/bench/results.
+
+.PHONY: bench-ipam
+bench-ipam: envtest-assets ## Benchmark IPAM claim fulfilment against envtest (args: BENCH_IPAM_ARGS).
+	go run ./test/bench/ipam $(BENCH_IPAM_ARGS)
+
+.PHONY: bench-hooks
+bench-hooks: ## Benchmark runtime hooks over TLS: lifecycle calls/s and p50/p99 at 500 calls/s, GeneratePatches on 50 MDs (args: BENCH_HOOKS_ARGS).
+	go run ./test/bench/hooks $(BENCH_HOOKS_ARGS)
+
+##@ Release
+
+RELEASE_DIR         ?= out
+
+.PHONY: release-manifests
+release-manifests: build ## Write clusterctl repositories for VERSION (e.g. VERSION=v0.1.0) to RELEASE_DIR (default out/); IMAGE overrides the default image.
+	@test -n "$(VERSION)" || { echo "VERSION is required, e.g. make release-manifests VERSION=v0.1.0" >&2; exit 1; }
+	$(BINARY) bundle --version $(VERSION) --out $(RELEASE_DIR) $(if $(IMAGE),--image $(IMAGE))
