@@ -1,13 +1,11 @@
 package envtest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
+
+	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 )
 
 const (
@@ -16,7 +14,7 @@ const (
 	KubernetesVersion = "v1.36.3"
 
 	// ClusterAPIModulePath is the module whose CRDs and manifests are installed.
-	ClusterAPIModulePath = "sigs.k8s.io/cluster-api"
+	ClusterAPIModulePath = capimodule.Path
 )
 
 // CacheDir returns the folder where the project caches the binaries it builds:
@@ -58,26 +56,14 @@ func BinaryAssetsDirectory() (string, error) {
 	return dir, nil
 }
 
-// Module is a Go module as `go list -m` reports it.
-type Module struct {
-	Path    string
-	Version string
-	// Dir is the module's folder in the module cache.
-	Dir string
-}
-
-// clusterAPIModule runs `go list` once per process: it costs about 100ms and
-// the answer cannot change while the process runs.
-var clusterAPIModule = sync.OnceValues(func() (Module, error) {
-	return goListModule(ClusterAPIModulePath)
-})
+// Module is a Go module and where its files are.
+type Module = capimodule.Module
 
 // ClusterAPIModule returns the sigs.k8s.io/cluster-api module that go.mod pins,
-// found in the module cache with `go list -m` (no network: the module is in
-// the cache whenever the project builds). It must run inside the project's
-// module, which `go test` guarantees by running tests in the package folder.
+// found in the module cache (no network: the module is in the cache whenever
+// the project builds).
 func ClusterAPIModule() (Module, error) {
-	return clusterAPIModule()
+	return capimodule.Locate()
 }
 
 // ClusterAPICRDDirectory returns the folder of Cluster API core's CRDs
@@ -87,23 +73,5 @@ func ClusterAPICRDDirectory() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(m.Dir, "core", "config", "crd", "bases"), nil
-}
-
-func goListModule(path string) (Module, error) {
-	cmd := exec.Command("go", "list", "-m", "-json", path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return Module{}, fmt.Errorf("failed to locate module %s with `go list -m` (run from inside the capi-monolith module, with the module in the cache: `go mod download %s`): %w: %s", path, path, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	var m Module
-	if err := json.Unmarshal(out, &m); err != nil {
-		return Module{}, fmt.Errorf("failed to parse `go list -m %s` output: %w", path, err)
-	}
-	if m.Dir == "" {
-		return Module{}, fmt.Errorf("failed to locate module %s: it is not in the module cache, run `go mod download %s`", path, path)
-	}
-	return m, nil
+	return m.CRDDirectory(), nil
 }

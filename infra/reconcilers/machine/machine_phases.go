@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,15 +18,13 @@ import (
 	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/bootstrap"
 )
 
 const (
 	// provisioningRecheck is how often a node still being created is
 	// looked at again.
 	provisioningRecheck = 2 * time.Second
-	// bootstrapRetryAfter is how long a failed bootstrap waits before it
-	// runs again.
-	bootstrapRetryAfter = 30 * time.Second
 )
 
 // ReconcileNormal drives the machine to a provisioned, bootstrapped node.
@@ -89,7 +86,9 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	mm.Status.Initialization.Provisioned = ptr.To(true)
 	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
 
-	res, err := r.reconcileBootstrap(ctx, mm, machine, b, ref)
+	res, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
+		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *machine.Spec.Bootstrap.DataSecretName,
+	})
 	if err != nil || !conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
 		return res, err
 	}
@@ -109,62 +108,6 @@ func (r *Reconciler) monolithCluster(ctx context.Context, cluster *clusterv1.Clu
 		return nil, fmt.Errorf("failed to get MonolithCluster %s: %w", ref.Name, err)
 	}
 	return mc, nil
-}
-
-// reconcileBootstrap runs the Machine's bootstrap data on the node as a
-// background task, once, and reports its progress.
-func (r *Reconciler) reconcileBootstrap(ctx context.Context, mm *v1alpha1.MonolithMachine, machine *clusterv1.Machine, b backend.Backend, ref backend.MachineRef) (ctrl.Result, error) {
-	if conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
-		return ctrl.Result{}, nil
-	}
-	key := string(mm.UID)
-	state, ok := r.Tasks.State(key)
-	switch {
-	case !ok:
-		data, err := r.bootstrapData(ctx, machine)
-		if err != nil {
-			setCondition(mm, v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
-			// An error: the controller retries with exponential backoff.
-			return ctrl.Result{}, err
-		}
-		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node")
-		r.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
-			return b.Bootstrap(ctx, ref, data, progress)
-		})
-		setCondition(mm, v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse, v1alpha1.RunningReason, "Starting")
-	case state.Running:
-		setCondition(mm, v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse, v1alpha1.RunningReason, state.Progress)
-	case state.Err != nil:
-		setCondition(mm, v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse, v1alpha1.FailedReason, state.Err.Error())
-		if wait := time.Until(state.Finished.Add(bootstrapRetryAfter)); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		r.Tasks.Forget(key)
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	default:
-		setCondition(mm, v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue, v1alpha1.SucceededReason, "")
-		r.Tasks.Forget(key)
-	}
-	return ctrl.Result{}, nil
-}
-
-// bootstrapData reads the Machine's bootstrap Secret (keys value and
-// format), straight from the API: Secrets are not kept in the cache.
-func (r *Reconciler) bootstrapData(ctx context.Context, machine *clusterv1.Machine) (backend.BootstrapData, error) {
-	name := *machine.Spec.Bootstrap.DataSecretName
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, secret); err != nil {
-		return backend.BootstrapData{}, fmt.Errorf("failed to read bootstrap data Secret %s: %w", name, err)
-	}
-	value, ok := secret.Data["value"]
-	if !ok || len(value) == 0 {
-		return backend.BootstrapData{}, fmt.Errorf("bootstrap data Secret %s has no value", name)
-	}
-	format := string(secret.Data["format"])
-	if format == "" {
-		format = "cloud-config"
-	}
-	return backend.BootstrapData{Value: value, Format: format}, nil
 }
 
 // ReconcileDelete cancels the bootstrap, deletes the node and releases the

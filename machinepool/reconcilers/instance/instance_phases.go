@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,6 +19,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/addressclaims"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
+	"github.com/capi-monolith/capi-monolith/infra/bootstrap"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
 
@@ -27,9 +27,6 @@ const (
 	// provisioningRecheck is how often a node still being created is
 	// looked at again.
 	provisioningRecheck = 2 * time.Second
-	// bootstrapRetryAfter is how long a failed bootstrap waits before it
-	// runs again.
-	bootstrapRetryAfter = 30 * time.Second
 )
 
 // ReconcileNormal drives the instance to a provisioned, bootstrapped node.
@@ -92,7 +89,9 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 	mm.Status.Initialization.Provisioned = ptr.To(true)
 	setCondition(mm, infrav1.BackendMachineProvisionedCondition, metav1.ConditionTrue, infrav1.ProvisionedReason, "")
 
-	return r.reconcileBootstrap(ctx, mm, mp, b, ref)
+	return bootstrap.Reconcile(ctx, mm, bootstrap.Options{
+		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *mp.Spec.Template.Spec.Bootstrap.DataSecretName,
+	})
 }
 
 func (r *Reconciler) monolithCluster(ctx context.Context, cluster *clusterv1.Cluster) (*infrav1.MonolithCluster, error) {
@@ -108,59 +107,6 @@ func (r *Reconciler) monolithCluster(ctx context.Context, cluster *clusterv1.Clu
 		return nil, fmt.Errorf("failed to get MonolithCluster %s: %w", ref.Name, err)
 	}
 	return mc, nil
-}
-
-// reconcileBootstrap runs the MachinePool's bootstrap data on the node as a
-// background task, once, and reports its progress.
-func (r *Reconciler) reconcileBootstrap(ctx context.Context, mm *infrav1.MonolithMachine, mp *clusterv1.MachinePool, b backend.Backend, ref backend.MachineRef) (ctrl.Result, error) {
-	if conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition) {
-		return ctrl.Result{}, nil
-	}
-	key := string(mm.UID)
-	state, ok := r.Tasks.State(key)
-	switch {
-	case !ok:
-		data, err := r.bootstrapData(ctx, mm.Namespace, *mp.Spec.Template.Spec.Bootstrap.DataSecretName)
-		if err != nil {
-			setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.FailedReason, err.Error())
-			return ctrl.Result{}, err
-		}
-		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the instance")
-		r.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
-			return b.Bootstrap(ctx, ref, data, progress)
-		})
-		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.RunningReason, "Starting")
-	case state.Running:
-		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.RunningReason, state.Progress)
-	case state.Err != nil:
-		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionFalse, infrav1.FailedReason, state.Err.Error())
-		if wait := time.Until(state.Finished.Add(bootstrapRetryAfter)); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-		r.Tasks.Forget(key)
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	default:
-		setCondition(mm, infrav1.BootstrapExecSucceededCondition, metav1.ConditionTrue, infrav1.SucceededReason, "")
-		r.Tasks.Forget(key)
-	}
-	return ctrl.Result{}, nil
-}
-
-// bootstrapData reads a bootstrap data Secret (keys value and format).
-func (r *Reconciler) bootstrapData(ctx context.Context, namespace, name string) (backend.BootstrapData, error) {
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-		return backend.BootstrapData{}, fmt.Errorf("failed to read bootstrap data Secret %s: %w", name, err)
-	}
-	value, ok := secret.Data["value"]
-	if !ok || len(value) == 0 {
-		return backend.BootstrapData{}, fmt.Errorf("bootstrap data Secret %s has no value", name)
-	}
-	format := string(secret.Data["format"])
-	if format == "" {
-		format = "cloud-config"
-	}
-	return backend.BootstrapData{Value: value, Format: format}, nil
 }
 
 // ReconcileDelete cancels the bootstrap, deletes the node and releases the
