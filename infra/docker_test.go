@@ -3,6 +3,7 @@ package infra_test
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -155,6 +156,26 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 		g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeTrue())
 	}, 3*timeout).Should(Succeed())
 	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(2), "one load balancer, one node")
+
+	// A node whose machine is gone (a manager killed at the wrong moment,
+	// a finalizer removed by hand) is deleted by the next cluster
+	// reconcile; the live machine's node stays.
+	b, err := docker.New(docker.Options{Client: dc, UnprivilegedNodes: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = b.EnsureNode(ctx, backend.NodeSpec{
+		Machine: backend.MachineRef{Cluster: backend.ClusterRef{Namespace: n, Name: "c"}, Name: "gone"},
+		Cluster: mc.Spec.Backend, Backend: mm.Spec.Backend, Version: "v1.36.3",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(3))
+	touch := crclient.MergeFrom(mc.DeepCopy())
+	mc.Annotations = map[string]string{"test.capi-monolith.dev/touch": "leftovers"}
+	g.Expect(env.Client.Patch(ctx, mc, touch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		names := containersOf(g, dc, n, "c")
+		g.Expect(names).To(HaveLen(2))
+		g.Expect(strings.Join(names, ",")).NotTo(ContainSubstring("gone"))
+	}, timeout).Should(Succeed())
 
 	// No workload cluster yet: the machine says so, and keeps looking.
 	g.Eventually(func(g Gomega) {

@@ -69,7 +69,7 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts mo
 		}
 	}
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
-	if err := (&cluster.Reconciler{Client: mgr.GetClient(), Backends: backends, WatchFilterValue: opts.WatchFilterValue}).
+	if err := (&cluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Backends: backends, WatchFilterValue: opts.WatchFilterValue}).
 		SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithCluster controller: %w", err)
 	}

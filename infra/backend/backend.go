@@ -103,6 +103,9 @@ type Cluster interface {
 	// DeleteCluster removes everything made for the cluster, leftover nodes
 	// included.
 	DeleteCluster(ctx context.Context, cluster ClusterRef) error
+	// ListNodes returns the machines of the cluster that have a node, so
+	// that nodes whose machine is gone can be found and deleted.
+	ListNodes(ctx context.Context, cluster ClusterRef) ([]MachineRef, error)
 }
 
 // Machine provisions nodes.

@@ -61,6 +61,22 @@ func (b *Backend) LoadBalancerHostPort(ctx context.Context, cluster backend.Clus
 	return 0, nil
 }
 
+// ListNodes implements backend.Cluster: the node containers labelled with
+// the cluster, whatever state they are in.
+func (b *Backend) ListNodes(ctx context.Context, cluster backend.ClusterRef) ([]backend.MachineRef, error) {
+	items, err := b.listContainers(ctx, clusterLabels(cluster))
+	if err != nil {
+		return nil, err
+	}
+	var nodes []backend.MachineRef
+	for _, item := range items {
+		if name := item.Labels[LabelMachine]; name != "" && item.Labels[LabelRole] != RoleLoadBalancer {
+			nodes = append(nodes, backend.MachineRef{Cluster: cluster, Name: name})
+		}
+	}
+	return nodes, nil
+}
+
 // DeleteCluster removes every container labelled with the cluster (load
 // balancer, nodes, leftovers of earlier runs), then the networks they were
 // on that the backend created and that are now empty.

@@ -115,6 +115,19 @@ func (b *Backend) DeleteCluster(_ context.Context, cluster backend.ClusterRef) e
 	return nil
 }
 
+// ListNodes implements backend.Cluster: the nodes asked for since start.
+func (b *Backend) ListNodes(_ context.Context, cluster backend.ClusterRef) ([]backend.MachineRef, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var nodes []backend.MachineRef
+	for m := range b.created {
+		if m.Cluster == cluster {
+			nodes = append(nodes, m)
+		}
+	}
+	return nodes, nil
+}
+
 // EnsureNode implements backend.Machine: the node exists once its
 // provisioning delay has passed since it was first asked for.
 func (b *Backend) EnsureNode(_ context.Context, spec backend.NodeSpec) (backend.Node, error) {

@@ -131,3 +131,24 @@ func TestBootstrapIsCancelledWithItsContextAndRefusesEmptyData(t *testing.T) {
 
 	g.Expect(b.Bootstrap(context.Background(), spec.Machine, backend.BootstrapData{}, func(string) {})).To(MatchError("bootstrap data is empty"))
 }
+
+func TestListNodesNamesTheClustersNodesUntilDeleted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	b := inmemory.New(inmemory.Options{})
+	other := backend.ClusterRef{Namespace: "ns", Name: "other"}
+	for _, spec := range []backend.NodeSpec{nodeSpec("a", "10.0.0.0/24"), nodeSpec("b", "10.0.0.0/24")} {
+		_, err := b.EnsureNode(ctx, spec)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	elsewhere := nodeSpec("x", "10.1.0.0/24")
+	elsewhere.Machine.Cluster = other
+	_, err := b.EnsureNode(ctx, elsewhere)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(b.ListNodes(ctx, cluster)).To(ConsistOf(
+		backend.MachineRef{Cluster: cluster, Name: "a"}, backend.MachineRef{Cluster: cluster, Name: "b"}))
+	g.Expect(b.DeleteNode(ctx, backend.MachineRef{Cluster: cluster, Name: "a"})).To(Succeed())
+	g.Expect(b.ListNodes(ctx, cluster)).To(ConsistOf(backend.MachineRef{Cluster: cluster, Name: "b"}))
+	g.Expect(b.ListNodes(ctx, other)).To(ConsistOf(elsewhere.Machine))
+}

@@ -30,18 +30,22 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithmachines,verbs=get
 
 // Reconciler reconciles MonolithClusters.
 type Reconciler struct {
-	Client           client.Client
+	Client client.Client
+	// APIReader reads around the cache, to be sure a machine is gone
+	// before its leftover node is deleted.
+	APIReader        client.Reader
 	Backends         backend.Set
 	WatchFilterValue string
 }
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
-	if r.Client == nil {
-		return errors.New("cluster.Reconciler: Client is required")
+	if r.Client == nil || r.APIReader == nil {
+		return errors.New("cluster.Reconciler: Client and APIReader are required")
 	}
 	scaffold, err := reconcile.New(reconcile.Options[*v1alpha1.MonolithCluster]{
 		Client:    r.Client,
@@ -91,6 +95,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	}
 	if !mc.Spec.ControlPlaneEndpoint.IsValid() {
 		mc.Spec.ControlPlaneEndpoint = status.Endpoint
+	}
+	if err := r.deleteLeftoverNodes(ctx, b, clusterRef(mc, s.Cluster)); err != nil {
+		// Not a reason to hold the cluster back: logged, tried again on the
+		// next reconcile.
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete leftover nodes")
 	}
 	mc.Status.FailureDomains = mc.Spec.FailureDomains
 	mc.Status.Initialization.Provisioned = ptr.To(true)
