@@ -323,3 +323,30 @@ func sharedManagerSpec(t *testing.T, d unstructured.Unstructured) map[string]any
 	container["volumeMounts"] = mounts
 	return map[string]any{"pod": pod, "container": container}
 }
+
+// Cluster API core reads infrastructure objects through its aggregated
+// ClusterRole; the infrastructure bundle (and only it) names our kinds there.
+func TestInfrastructureKindsAreAggregatedToCore(t *testing.T) {
+	for _, p := range bundle.Providers {
+		t.Run(p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			var aggregated []string
+			for _, role := range ofKind(rawObjects(t, componentsPath(p)), "ClusterRole") {
+				if role.GetLabels()["cluster.x-k8s.io/aggregate-to-manager"] != "true" {
+					continue
+				}
+				rules, _, err := unstructured.NestedSlice(role.Object, "rules")
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, r := range rules {
+					resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+					aggregated = append(aggregated, resources...)
+				}
+			}
+			if p.Type != "InfrastructureProvider" {
+				g.Expect(aggregated).To(BeEmpty())
+				return
+			}
+			g.Expect(aggregated).To(ContainElements("monolithclusters", "monolithmachines", "monolithmachinepools"))
+		})
+	}
+}
