@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -10,12 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 )
 
 var monolithMachinePoolGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithMachinePool"}
 
 // The machinepool flavor: a MachinePool backed by a MonolithMachinePool,
-// with one MonolithMachine per instance.
+// with one MonolithMachine and one Machine per instance.
 var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, func() {
 	const name = "pool"
 	var namespace string
@@ -27,6 +29,17 @@ var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, fu
 		vars["WORKER_MACHINE_COUNT"] = "2"
 		apply(ctx, render("cluster-template-machinepool.yaml", vars))
 		expectClusterProvisioned(ctx, namespace, name)
+
+		// Cluster API core makes a Machine per instance only once it reaches
+		// the workload cluster (its MachinePool controller reads the
+		// cluster's Nodes first). No workload cluster runs here, so the
+		// management apiserver plays it, through the <cluster>-kubeconfig
+		// Secret a control plane provider would write.
+		kubeconfig, err := os.ReadFile(env.KubeconfigPath)
+		Expect(err).NotTo(HaveOccurred())
+		cluster := &clusterv1.Cluster{}
+		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+		Expect(env.Client.Create(ctx, kubeconfigutil.GenerateSecret(cluster, kubeconfig))).To(Succeed())
 	})
 
 	// expectInstances waits until the pool has n instances: n provider IDs
@@ -54,6 +67,22 @@ var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, fu
 				instanceIDs = append(instanceIDs, id)
 			}
 			g.Expect(instanceIDs).To(ConsistOf(ids), "one MonolithMachine per instance")
+
+			// MachinePool Machines: core made one Machine per instance,
+			// pointing at its MonolithMachine.
+			machines := &clusterv1.MachineList{}
+			g.Expect(env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachinePoolNameLabel: pool})).To(Succeed())
+			var machineInfra []string
+			for _, m := range machines.Items {
+				if m.DeletionTimestamp.IsZero() {
+					machineInfra = append(machineInfra, m.Spec.InfrastructureRef.Name)
+				}
+			}
+			var instanceNames []string
+			for _, m := range instances {
+				instanceNames = append(instanceNames, m.GetName())
+			}
+			g.Expect(machineInfra).To(ConsistOf(instanceNames), "one Machine per instance")
 		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
 	}
 
