@@ -105,7 +105,19 @@ help: ## Show this help.
 BENCH_IPAM_ARGS     ?= -n 1000,10000 -runs 3
 
 .PHONY: bench
-bench: bench-ipam bench-hooks ## Run every benchmark and write its results under test/bench/results.
+bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks ## Run every benchmark, one after another, and write its results under test/bench/results.
+
+.PHONY: bench-sharedcache
+bench-sharedcache: envtest-assets ## Benchmark one process with every module against three, on 1,000 clusters: steady RSS and watches (args: BENCH_SHAREDCACHE_ARGS).
+	go run ./test/bench/sharedcache $(BENCH_SHAREDCACHE_ARGS)
+
+.PHONY: bench-scale
+bench-scale: envtest-assets ## Benchmark 100/1,000/5,000 inMemory machines created at once: time, peak RSS, CPU, cost per machine, CPU profile (args: BENCH_SCALE_ARGS).
+	go run ./test/bench/scale $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-latency
+bench-latency: envtest-assets ## Benchmark create-to-provisioned p50/p99 of MonolithMachines at 50 creates/s for 60 s (args: BENCH_LATENCY_ARGS).
+	go run ./test/bench/latency $(BENCH_LATENCY_ARGS)
 
 .PHONY: bench-ipam
 bench-ipam: envtest-assets ## Benchmark IPAM claim fulfilment against envtest (args: BENCH_IPAM_ARGS).

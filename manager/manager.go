@@ -73,6 +73,7 @@ func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, op
 	restConfig.QPS = opts.KubeAPIQPS
 	restConfig.Burst = opts.KubeAPIBurst
 	restConfig.UserAgent = "capi-monolith"
+	countWatches(restConfig)
 
 	var watchNamespaces map[string]cache.Config
 	if opts.WatchNamespace != "" {

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/capi-monolith/capi-monolith/manager"
@@ -205,6 +206,28 @@ func TestModulesShareOneInformerPerType(t *testing.T) {
 		g.Eventually(func() string { return reconciledBy(g, ns.Name, n) }, timeout).Should(Equal(n))
 	}
 	g.Eventually(func() int { return configMapWatches(g) - before }, timeout).Should(Equal(1))
+	// The process counts the same watch on its side, for its metrics endpoint.
+	g.Eventually(func() float64 { return openWatches(g, "configmaps") }, timeout).Should(Equal(1.0))
+}
+
+// openWatches reads capi_monolith_api_watches_open for one resource from the
+// registry the diagnostics endpoint serves.
+func openWatches(g Gomega, resource string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "capi_monolith_api_watches_open" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == resource {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestBuiltinModulesSetUpInEveryCombination(t *testing.T) {

@@ -60,6 +60,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions: []string{clusterv1.ReadyCondition, v1alpha1.BackendMachineProvisionedCondition,
 			v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition, v1alpha1.WorkloadNodeProviderIDSetCondition},
+		// Only this controller writes a MonolithMachine's status (Cluster
+		// API core reads it): status and conditions go in one request, not
+		// two. Measured by `make bench-scale`: 6 → 5 requests per machine,
+		// and each request saved is also a watch event every informer of
+		// the kind no longer decodes.
+		SoleStatusWriter: true,
 	})
 	if err != nil {
 		return err

@@ -54,6 +54,21 @@ func ReadRSS() (map[string]uint64, error) {
 	return out, nil
 }
 
+// ProcessCPU returns the CPU time (user + system) a process has used so far,
+// e.g. a provider binary the benchmark started.
+func ProcessCPU(pid int) (time.Duration, error) {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	st, err := parseStat(data)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	return st.cpu, nil
+}
+
 // family returns this process, named Self, and its direct children.
 func family() ([]stat, error) {
 	self := os.Getpid()

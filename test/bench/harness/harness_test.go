@@ -115,3 +115,19 @@ func TestReadCPUTimesFindsThisProcess(t *testing.T) {
 	g.Expect(CPUTimes{"a": time.Second, "b": 3 * time.Second}.Sub(CPUTimes{"a": time.Second}).Cores(2 * time.Second)).
 		To(Equal("b 1.50, a 0.00"))
 }
+
+func TestIntsAndFloatsTakeCommaSeparatedPositives(t *testing.T) {
+	g := NewWithT(t)
+	var n Ints
+	g.Expect(n.Set("100, 1000,5000")).To(Succeed())
+	g.Expect(n).To(Equal(Ints{100, 1000, 5000}))
+	g.Expect(n.String()).To(Equal("100,1000,5000"))
+	g.Expect(n.Set("10,0")).To(MatchError(ContainSubstring(`"0"`)))
+	g.Expect(n.Set("ten")).To(HaveOccurred())
+
+	var f Floats
+	g.Expect(f.Set("100,2.5")).To(Succeed())
+	g.Expect(f).To(Equal(Floats{100, 2.5}))
+	g.Expect(f.String()).To(Equal("100,2.5"))
+	g.Expect(f.Set("-1")).To(HaveOccurred())
+}

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -75,15 +74,7 @@ func run(args []string) error {
 	if *out == "" {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return writeMarkdown(f, cfg, machine, loads, t)
+	return report.WriteFile(*out, func(w io.Writer) error { return writeMarkdown(w, cfg, machine, loads, t) })
 }
 
 // Table summarises runs: medians with their spread.

@@ -18,11 +18,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +32,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/report"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
@@ -45,30 +46,6 @@ func main() {
 	}
 }
 
-// sizes is the -n flag: a comma-separated list of claim counts.
-type sizes []int
-
-func (s *sizes) String() string {
-	parts := make([]string, len(*s))
-	for i, n := range *s {
-		parts[i] = strconv.Itoa(n)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (s *sizes) Set(v string) error {
-	var out []int
-	for _, p := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil {
-			return fmt.Errorf("not a whole number: %q", p)
-		}
-		out = append(out, n)
-	}
-	*s = out
-	return nil
-}
-
 type options struct {
 	cfg           Config
 	out           string
@@ -79,7 +56,7 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	o := options{cfg: DefaultConfig()}
 	fs := flag.NewFlagSet("bench-ipam", flag.ContinueOnError)
-	fs.Var((*sizes)(&o.cfg.Sizes), "n", "Comma-separated numbers of claims N, one row of figures each.")
+	fs.Var((*harness.Ints)(&o.cfg.Sizes), "n", "Comma-separated numbers of claims N, one row of figures each.")
 	fs.IntVar(&o.cfg.Runs, "runs", o.cfg.Runs, "Measured runs per N; the figures are their median.")
 	var qps float64
 	fs.Float64Var(&qps, "qps", float64(o.cfg.Rate.QPS), "QPS of the raw create client (a) and of the module (--kube-api-qps).")
@@ -177,15 +154,5 @@ func startEnvironment(ctx context.Context) (*envtest.Environment, error) {
 }
 
 func writeResults(res *Results, path, command string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("failed to create the results folder: %w", err)
-	}
-	var b strings.Builder
-	if err := res.WriteMarkdown(&b, strings.TrimSpace(command)); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("failed to write the results file: %w", err)
-	}
-	return nil
+	return report.WriteFile(path, func(w io.Writer) error { return res.WriteMarkdown(w, strings.TrimSpace(command)) })
 }

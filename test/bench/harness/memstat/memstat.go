@@ -33,6 +33,17 @@ func Read() (Status, error) {
 	return parse(data)
 }
 
+// ReadProcess returns the resident memory of another process, e.g. a
+// provider binary the benchmark started.
+func ReadProcess(pid int) (Status, error) {
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Status{}, fmt.Errorf("failed to read %s: %w", path, err)
+	}
+	return parse(data)
+}
+
 func parse(data []byte) (Status, error) {
 	var s Status
 	var found int

@@ -1,0 +1,98 @@
+// Package infrarun prepares one run of an infrastructure benchmark: a fleet
+// of clusters and Machines as Cluster API core leaves them, and a fresh
+// `capi-monolith --enable-modules=infra` process that has reconciled them and
+// is idle, waiting for the MonolithMachines the benchmark will create. Close
+// deletes the fleet through the provider and stops it.
+package infrarun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/clusters"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
+)
+
+// Options describe a run.
+type Options struct {
+	Env *envtest.Environment
+	// Binary, Dir and Token start the process (see process.Options).
+	Binary, Dir, Token string
+	// Machines to prepare, MachinesPerCluster to a cluster and
+	// ClustersPerNamespace to a namespace named NamePrefix...
+	Machines             int
+	MachinesPerCluster   int
+	ClustersPerNamespace int
+	NamePrefix           string
+	// QPS is the process's --kube-api-qps; its burst is twice that, as in
+	// the binary's defaults (100, 200).
+	QPS float64
+	// Timeout bounds waiting for the process to be idle, and for the
+	// provider to delete the fleet's infrastructure objects.
+	Timeout time.Duration
+}
+
+// Run is a prepared run.
+type Run struct {
+	// Client is unthrottled, for feeding the run.
+	Client  client.WithWatch
+	Fleet   *clusters.Fleet
+	Process *process.Process
+	// MonolithMachines are the Machines' infrastructure, not created yet.
+	MonolithMachines []*infrav1.MonolithMachine
+	timeout          time.Duration
+}
+
+// Start creates the fleet, starts the process and waits until it has
+// reconciled the clusters and is idle.
+func Start(ctx context.Context, opts Options) (_ *Run, retErr error) {
+	c, err := harness.NewClient(opts.Env.Config, opts.Env.Client.Scheme(), harness.Unthrottled)
+	if err != nil {
+		return nil, err
+	}
+	perCluster := min(opts.MachinesPerCluster, opts.Machines)
+	fleet, err := clusters.CreateFleet(ctx, c, clusters.FleetOptions{NamePrefix: opts.NamePrefix,
+		Clusters:           (opts.Machines + perCluster - 1) / perCluster,
+		MachinesPerCluster: perCluster, ClustersPerNamespace: opts.ClustersPerNamespace, Workers: 16})
+	if err != nil {
+		return nil, err
+	}
+	p, err := process.Start(ctx, process.Options{Binary: opts.Binary, Config: opts.Env.Config, DiagnosticsToken: opts.Token, Dir: opts.Dir,
+		Args: []string{"--enable-modules=infra", fmt.Sprintf("--kube-api-qps=%g", opts.QPS), fmt.Sprintf("--kube-api-burst=%g", 2*opts.QPS)}})
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{Client: c, Fleet: fleet, Process: p, MonolithMachines: fleet.MonolithMachines()[:opts.Machines], timeout: opts.Timeout}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, r.Close(ctx))
+		}
+	}()
+	// The clusters' reconciles are over before the machines arrive.
+	if err := process.WaitSteady(ctx, []*process.Process{p}, opts.Timeout); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Create creates MonolithMachine i.
+func (r *Run) Create(ctx context.Context, i int) error {
+	mm := r.MonolithMachines[i]
+	if err := r.Client.Create(ctx, mm); err != nil {
+		return fmt.Errorf("failed to create MonolithMachine %s/%s: %w", mm.Namespace, mm.Name, err)
+	}
+	return nil
+}
+
+// Close deletes the fleet while the provider still runs, because it removes
+// its finalizers, then stops the process.
+func (r *Run) Close(ctx context.Context) error {
+	return errors.Join(r.Fleet.Delete(ctx, r.Client, r.timeout), r.Process.Stop())
+}

@@ -1,0 +1,257 @@
+package process
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/memstat"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
+)
+
+const (
+	// readyTimeout bounds the wait for /readyz after the process starts.
+	readyTimeout = 2 * time.Minute
+	// stopTimeout is how long a stopping process gets before it is killed.
+	stopTimeout = 30 * time.Second
+)
+
+// Build compiles the binary from the repository's root into dir and returns
+// its path. Benchmarks build once and start it many times.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "capi-monolith")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("failed to build capi-monolith: %w\n%s", err, out)
+	}
+	return path, nil
+}
+
+// Options configure Start.
+type Options struct {
+	// Binary is the path Build returned.
+	Binary string
+	// Config is the apiserver the process talks to, with admin credentials.
+	Config *rest.Config
+	// Dir holds the process's kubeconfig, webhook certificates and log
+	// (log.txt, kept for reading after a failed run).
+	Dir string
+	// Args are the manager's flags (e.g. --enable-modules=ipam); Start adds
+	// --kubeconfig, free loopback ports for webhooks, health and
+	// diagnostics, and the webhook certificates.
+	Args []string
+	// DiagnosticsToken is a bearer token allowed to read /metrics and
+	// /debug/pprof/* (see GrantDiagnostics).
+	DiagnosticsToken string
+}
+
+// Process is a running capi-monolith.
+type Process struct {
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	waitErr     error
+	log         string
+	health      string
+	diagnostics string
+	token       string
+	http        *http.Client
+}
+
+// Start writes the process's kubeconfig and webhook certificates into
+// opts.Dir, starts it and waits until its /readyz answers 200.
+func Start(ctx context.Context, opts Options) (*Process, error) {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", opts.Dir, err)
+	}
+	kubeconfig := filepath.Join(opts.Dir, "kubeconfig")
+	if err := envtest.WriteKubeconfigFromREST(opts.Config, kubeconfig); err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(opts.Dir, "certs")
+	if err := writeServingCert(certDir); err != nil {
+		return nil, err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := testcerts.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	p := &Process{
+		exited:      make(chan struct{}),
+		log:         filepath.Join(opts.Dir, "log.txt"),
+		health:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		diagnostics: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		token:       opts.DiagnosticsToken,
+		// The diagnostics endpoint serves a self-signed certificate that
+		// controller-runtime makes at start-up; only loopback is reached.
+		http: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, //nolint:gosec // loopback, self-signed
+	}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		fmt.Sprintf("--webhook-port=%d", ports[0]),
+		"--webhook-cert-dir=" + certDir,
+		"--health-addr=" + p.health,
+		"--diagnostics-address=" + p.diagnostics,
+	}, opts.Args...)
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the process log: %w", err)
+	}
+	defer logFile.Close()
+	p.cmd = exec.Command(opts.Binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start %s: %w", opts.Binary, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func writeServingCert(dir string) error {
+	ca, err := testcerts.NewCA("capi-monolith-bench")
+	if err != nil {
+		return err
+	}
+	pair, err := ca.Serving()
+	if err != nil {
+		return err
+	}
+	return pair.Write(dir, ca)
+}
+
+func (p *Process) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.health+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("capi-monolith exited before it was ready (%v); its log:\n%s", p.waitErr, p.Log())
+		case <-ctx.Done():
+			return fmt.Errorf("capi-monolith not ready within %s; its log:\n%s", readyTimeout, p.Log())
+		case <-tick.C:
+		}
+	}
+}
+
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Log returns the end of what the process printed.
+func (p *Process) Log() string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	const tail = 4000
+	if len(data) > tail {
+		data = data[len(data)-tail:]
+	}
+	return string(data)
+}
+
+// Memory returns the process's resident memory now (VmRSS) and at its peak
+// (VmHWM).
+func (p *Process) Memory() (memstat.Status, error) {
+	return memstat.ReadProcess(p.PID())
+}
+
+// CPU returns the CPU time the process has used so far.
+func (p *Process) CPU() (time.Duration, error) {
+	return harness.ProcessCPU(p.PID())
+}
+
+// Stop sends SIGTERM, as Kubernetes does, and kills the process if it has
+// not exited within stopTimeout. An exit caused by the signal is not an
+// error.
+func (p *Process) Stop() error {
+	select {
+	case <-p.exited:
+		return p.exitError()
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return p.exitError()
+	case <-time.After(stopTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("capi-monolith did not stop within %s of SIGTERM and was killed", stopTimeout)
+	}
+}
+
+func (p *Process) exitError() error {
+	var exit *exec.ExitError
+	if p.waitErr == nil || (errors.As(p.waitErr, &exit) && exit.ExitCode() == 0) {
+		return nil
+	}
+	if errors.As(p.waitErr, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+			return nil
+		}
+	}
+	return fmt.Errorf("capi-monolith exited with %v; its log:\n%s", p.waitErr, p.Log())
+}
+
+// get reads one path of the diagnostics endpoint with the bearer token.
+func (p *Process) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.diagnostics+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s from the diagnostics endpoint: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("failed to read %s from the diagnostics endpoint: %s", path, resp.Status)
+	}
+	return resp, nil
+}
+
+// String names the process in reports.
+func (p *Process) String() string {
+	return fmt.Sprintf("capi-monolith %s (pid %d)", strings.Join(p.cmd.Args[1:], " "), p.PID())
+}
