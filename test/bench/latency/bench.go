@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/clusters"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/infrarun"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
@@ -51,9 +52,14 @@ type Result struct {
 	Offered float64
 	// Drain is from the last create sent to the last machine provisioned.
 	Drain time.Duration
-	// Peak is the process's VmHWM; CPU its CPU time over the run.
-	Peak uint64
-	CPU  time.Duration
+	// Wall is from the first create sent to the last machine provisioned.
+	Wall time.Duration
+	// Peak is the process's VmHWM; CPU its CPU time over the run; Others
+	// the CPU time of the rest of the machine's work over the run: keys
+	// "kube-apiserver", "etcd" and harness.Self (the creates and the watch).
+	Peak   uint64
+	CPU    time.Duration
+	Others harness.CPUTimes
 	// Requests are the process's API requests over the run.
 	Requests float64
 }
@@ -78,6 +84,10 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, qps float64, dur
 		return res, err
 	}
 	cpuBefore, err := p.CPU()
+	if err != nil {
+		return res, err
+	}
+	othersBefore, err := harness.ReadCPUTimes()
 	if err != nil {
 		return res, err
 	}
@@ -150,11 +160,17 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, qps float64, dur
 		res.Offered = float64(n-1) / sent[n-1].Sub(sent[0]).Seconds()
 	}
 	res.Drain = last.Sub(sent[n-1])
+	res.Wall = last.Sub(sent[0])
 	cpuAfter, err := p.CPU()
 	if err != nil {
 		return res, err
 	}
+	othersAfter, err := harness.ReadCPUTimes()
+	if err != nil {
+		return res, err
+	}
 	res.CPU = cpuAfter - cpuBefore
+	res.Others = othersAfter.Sub(othersBefore)
 	mem, err := p.Memory()
 	if err != nil {
 		return res, err

@@ -151,7 +151,11 @@ func Table(cfg Config, runs []Result) *report.Table {
 	row("create → provisioned max (ms)", 0, func(r Result) float64 { return ms(r.Max) })
 	row("create → provisioned mean (ms)", 0, func(r Result) float64 { return ms(r.Mean) })
 	row("last create → last provisioned (ms)", 0, func(r Result) float64 { return ms(r.Drain) })
+	row("first create → last provisioned (s)", 1, func(r Result) float64 { return r.Wall.Seconds() })
 	row("process CPU over the run (s)", 1, func(r Result) float64 { return r.CPU.Seconds() })
+	row("kube-apiserver CPU over the run (s)", 1, func(r Result) float64 { return r.Others["kube-apiserver"].Seconds() })
+	row("etcd CPU over the run (s)", 1, func(r Result) float64 { return r.Others["etcd"].Seconds() })
+	row("benchmark's creates and watch, CPU (s)", 1, func(r Result) float64 { return r.Others[harness.Self].Seconds() })
 	row("process API requests per machine", 2, func(r Result) float64 { return r.Requests / float64(r.N) })
 	row("process peak RSS (MiB)", 1, func(r Result) float64 { return float64(r.Peak) / (1 << 20) })
 	return t
@@ -171,6 +175,8 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, all Results) erro
 	s.Add("load", fmt.Sprintf("%g inMemory MonolithMachine creates per second for %s, open loop (a create is sent every %s whatever earlier ones do), "+
 		"each from its own goroutine through an unthrottled client; their Clusters (10 Machines each) and Machines made before the process starts",
 		cfg.Rate, cfg.Duration, time.Duration(float64(time.Second)/cfg.Rate)))
+	s.Add("CPU", "user+system CPU time from /proc/<pid>/stat, from before the first create to the last machine provisioned, "+
+		"of the capi-monolith process, of kube-apiserver and etcd (separate processes) and of the benchmark process itself; the machine has 2 cores")
 	s.Add("latency", "from sending a machine's create to a watch seeing status.initialization.provisioned and Ready=True; nearest-rank percentiles over all machines of a run")
 	s.Add("runs", fmt.Sprintf("%d per QPS setting, median (min–max); one discarded warm-up run of %s first; each run's objects deleted through the provider afterwards", cfg.Runs, cfg.WarmUp))
 	if err := s.WriteMarkdown(w); err != nil {

@@ -35,6 +35,8 @@ func TestSmoke(t *testing.T) {
 	g.Expect(r.P99).To(BeNumerically("<=", r.Max))
 	g.Expect(r.Offered).To(BeNumerically("~", 10, 2), "the schedule held")
 	g.Expect(r.QPS).To(Equal(100.0))
+	g.Expect(r.Wall).To(BeNumerically(">=", r.Max), "the run lasts at least as long as its slowest machine")
+	g.Expect(r.Others).To(HaveKeyWithValue("kube-apiserver", BeNumerically(">", 0)), "the apiserver's CPU is read")
 
 	var out bytes.Buffer
 	g.Expect(Table(cfg, all.Runs).WriteText(&out)).To(Succeed())

@@ -29,9 +29,16 @@ type Config struct {
 	// Runs of each setup, alternating, after one discarded warm-up run.
 	Runs int
 	// Settle is waited after the processes are steady, then RSS is sampled
-	// every second for Sample.
+	// every second for Sample: the memory right after start-up.
 	Settle time.Duration
 	Sample time.Duration
+	// Idle is from the steady state to the second sampling window, the
+	// steady RSS. It must outlast Go's periodic GC (a process that allocates
+	// little is collected every 2 minutes) so that the scavenger has handed
+	// the start-up's garbage back to the OS; until then RSS says more about
+	// the last GC's timing than about what the process keeps. 0 takes the
+	// first window as the steady RSS.
+	Idle time.Duration
 	// SteadyTimeout bounds the wait for the processes to become steady.
 	SteadyTimeout time.Duration
 	// HeapProfile, when set, is where the heap profile of (a)'s process is
@@ -42,7 +49,7 @@ type Config struct {
 // DefaultConfig is what `make bench-sharedcache` runs.
 func DefaultConfig() Config {
 	return Config{Clusters: 1000, PerNamespace: 10, MachinesPerCluster: 3, Runs: 3,
-		Settle: 10 * time.Second, Sample: 10 * time.Second, SteadyTimeout: 10 * time.Minute}
+		Settle: 10 * time.Second, Sample: 10 * time.Second, Idle: 150 * time.Second, SteadyTimeout: 10 * time.Minute}
 }
 
 // Setup is a way of running the modules: one process per entry, each with
@@ -63,8 +70,10 @@ var (
 // ProcessResult is one process in its steady state.
 type ProcessResult struct {
 	Modules string
-	// RSS is the mean VmRSS over the sampling window; Peak is VmHWM.
-	RSS, Peak uint64
+	// StartRSS is the mean VmRSS over the first sampling window, right
+	// after the steady state; RSS over the second, after Config.Idle; Peak
+	// is VmHWM.
+	StartRSS, RSS, Peak uint64
 	// Watches are the watch requests the process holds open, by resource
 	// (its capi_monolith_api_watches_open metric).
 	Watches map[string]float64
@@ -88,6 +97,15 @@ func (r Result) RSS() uint64 {
 	var sum uint64
 	for _, p := range r.Processes {
 		sum += p.RSS
+	}
+	return sum
+}
+
+// StartRSS is the sum of the processes' mean RSS right after start-up.
+func (r Result) StartRSS() uint64 {
+	var sum uint64
+	for _, p := range r.Processes {
+		sum += p.StartRSS
 	}
 	return sum
 }
@@ -179,28 +197,22 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 	if err := process.WaitSteady(ctx, procs, cfg.SteadyTimeout); err != nil {
 		return Result{}, err
 	}
-	res := Result{Setup: setup, Steady: time.Since(start)}
-	select {
-	case <-time.After(cfg.Settle):
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
+	steadyAt := time.Now()
+	res := Result{Setup: setup, Steady: steadyAt.Sub(start)}
+	if err := sleep(ctx, cfg.Settle); err != nil {
+		return Result{}, err
 	}
-	sums := make([]uint64, len(procs))
-	samples := 0
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for end := time.Now().Add(cfg.Sample); time.Now().Before(end); samples++ {
-		for i, p := range procs {
-			m, err := p.Memory()
-			if err != nil {
-				return Result{}, err
-			}
-			sums[i] += m.Current
+	startRSS, err := meanRSS(ctx, procs, cfg.Sample)
+	if err != nil {
+		return Result{}, err
+	}
+	rss := startRSS
+	if cfg.Idle > 0 {
+		if err := sleep(ctx, time.Until(steadyAt.Add(cfg.Idle))); err != nil {
+			return Result{}, err
 		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
+		if rss, err = meanRSS(ctx, procs, cfg.Sample); err != nil {
+			return Result{}, err
 		}
 	}
 	if cfg.HeapProfile != "" && setup.Name == OneProcess.Name {
@@ -232,8 +244,8 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 			return Result{}, err
 		}
 		res.Processes = append(res.Processes, ProcessResult{
-			Modules: strings.Join(setup.Processes[i], ","),
-			RSS:     sums[i] / uint64(samples), Peak: m.Peak, CPU: cpu,
+			Modules:  strings.Join(setup.Processes[i], ","),
+			StartRSS: startRSS[i], RSS: rss[i], Peak: m.Peak, CPU: cpu,
 			Watches: metrics.ByLabel("capi_monolith_api_watches_open", "resource"),
 		})
 	}
@@ -244,6 +256,45 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 	}
 	procs = nil
 	return res, nil
+}
+
+// meanRSS samples every process's VmRSS once a second for d and returns
+// the means.
+func meanRSS(ctx context.Context, procs []*process.Process, d time.Duration) ([]uint64, error) {
+	sums := make([]uint64, len(procs))
+	samples := uint64(0)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); samples++ {
+		for i, p := range procs {
+			m, err := p.Memory()
+			if err != nil {
+				return nil, err
+			}
+			sums[i] += m.Current
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	for i := range sums {
+		sums[i] /= max(samples, 1)
+	}
+	return sums, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // resources lists every resource any result watched, sorted.

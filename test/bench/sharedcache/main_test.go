@@ -21,7 +21,7 @@ func TestSmoke(t *testing.T) {
 	ctrl.SetLogger(envtest.TestLogger())
 	cfg := DefaultConfig()
 	cfg.Clusters, cfg.PerNamespace, cfg.MachinesPerCluster, cfg.Runs = 4, 2, 2, 1
-	cfg.Settle, cfg.Sample, cfg.SteadyTimeout = 0, time.Second, 3*time.Minute
+	cfg.Settle, cfg.Sample, cfg.Idle, cfg.SteadyTimeout = 0, time.Second, 2*time.Second, 3*time.Minute
 	cfg.HeapProfile = filepath.Join(t.TempDir(), "heap")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -41,6 +41,7 @@ func TestSmoke(t *testing.T) {
 	for _, r := range results {
 		for _, p := range r.Processes {
 			g.Expect(p.RSS).To(BeNumerically(">", 1<<20), p.Modules)
+			g.Expect(p.StartRSS).To(BeNumerically(">", 1<<20), p.Modules)
 			g.Expect(p.Peak).To(BeNumerically(">=", p.RSS), p.Modules)
 		}
 	}
