@@ -79,15 +79,7 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, qps float64, dur
 	}
 	defer func() { retErr = errors.Join(retErr, run.Close(ctx)) }()
 	p, mms := run.Process, run.MonolithMachines
-	before, err := p.Metrics(ctx)
-	if err != nil {
-		return res, err
-	}
-	cpuBefore, err := p.CPU()
-	if err != nil {
-		return res, err
-	}
-	othersBefore, err := harness.ReadCPUTimes()
+	before, err := run.Usage(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -161,26 +153,12 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, qps float64, dur
 	}
 	res.Drain = last.Sub(sent[n-1])
 	res.Wall = last.Sub(sent[0])
-	cpuAfter, err := p.CPU()
+	after, err := run.Usage(ctx)
 	if err != nil {
 		return res, err
 	}
-	othersAfter, err := harness.ReadCPUTimes()
-	if err != nil {
-		return res, err
-	}
-	res.CPU = cpuAfter - cpuBefore
-	res.Others = othersAfter.Sub(othersBefore)
-	mem, err := p.Memory()
-	if err != nil {
-		return res, err
-	}
-	res.Peak = mem.Peak
-	after, err := p.Metrics(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Requests = after.Sum("rest_client_requests_total") - before.Sum("rest_client_requests_total")
+	used := after.Since(before)
+	res.CPU, res.Others, res.Peak, res.Requests = used.CPU, used.Others, used.Peak, used.TotalRequests()
 	return res, nil
 }
 

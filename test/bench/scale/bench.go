@@ -83,15 +83,7 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, n int, runName s
 	}
 	defer func() { retErr = errors.Join(retErr, run.Close(ctx)) }()
 	p := run.Process
-	before, err := p.Metrics(ctx)
-	if err != nil {
-		return res, err
-	}
-	cpuBefore, err := p.CPU()
-	if err != nil {
-		return res, err
-	}
-	othersBefore, err := harness.ReadCPUTimes()
+	before, err := run.Usage(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -123,32 +115,13 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, n int, runName s
 		return res, fmt.Errorf("%d of %d machines provisioned: %w; the process's log:\n%s", tl.Len(), n, err, p.Log())
 	}
 	res.Took = tl.Elapsed(n)
-	cpuAfter, err := p.CPU()
+	after, err := run.Usage(ctx)
 	if err != nil {
 		return res, err
 	}
-	othersAfter, err := harness.ReadCPUTimes()
-	if err != nil {
-		return res, err
-	}
-	res.CPU = cpuAfter - cpuBefore
-	res.Others = othersAfter.Sub(othersBefore)
+	used := after.Since(before)
+	res.CPU, res.Others, res.Peak, res.Requests = used.CPU, used.Others, used.Peak, used.Requests
 	delete(res.Others, harness.Self)
-	mem, err := p.Memory()
-	if err != nil {
-		return res, err
-	}
-	res.Peak = mem.Peak
-	after, err := p.Metrics(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Requests = map[string]float64{}
-	for method, v := range after.ByLabel("rest_client_requests_total", "method") {
-		if d := v - before.ByLabel("rest_client_requests_total", "method")[method]; d > 0 {
-			res.Requests[method] = d
-		}
-	}
 	if err := <-profiled; err != nil {
 		return res, err
 	}

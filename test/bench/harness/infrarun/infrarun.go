@@ -91,6 +91,63 @@ func (r *Run) Create(ctx context.Context, i int) error {
 	return nil
 }
 
+// Usage is what a run has used up to a point in time.
+type Usage struct {
+	// CPU is the process's CPU time; Others that of the benchmark's other
+	// processes: "kube-apiserver", "etcd" and harness.Self (the benchmark,
+	// feeding the run and watching it).
+	CPU    time.Duration
+	Others harness.CPUTimes
+	// Requests are the process's API requests, by method.
+	Requests map[string]float64
+	// Peak is the process's VmHWM.
+	Peak uint64
+}
+
+// Usage reads what the run has used so far.
+func (r *Run) Usage(ctx context.Context) (Usage, error) {
+	var u Usage
+	var err error
+	if u.CPU, err = r.Process.CPU(); err != nil {
+		return u, err
+	}
+	if u.Others, err = harness.ReadCPUTimes(); err != nil {
+		return u, err
+	}
+	mem, err := r.Process.Memory()
+	if err != nil {
+		return u, err
+	}
+	u.Peak = mem.Peak
+	metrics, err := r.Process.Metrics(ctx)
+	if err != nil {
+		return u, err
+	}
+	u.Requests = metrics.ByLabel("rest_client_requests_total", "method")
+	return u, nil
+}
+
+// Since is what was used from before to u; Peak stays u's, as VmHWM
+// cannot be taken apart.
+func (u Usage) Since(before Usage) Usage {
+	d := Usage{CPU: u.CPU - before.CPU, Others: u.Others.Sub(before.Others), Requests: map[string]float64{}, Peak: u.Peak}
+	for method, v := range u.Requests {
+		if n := v - before.Requests[method]; n > 0 {
+			d.Requests[method] = n
+		}
+	}
+	return d
+}
+
+// TotalRequests sums Requests.
+func (u Usage) TotalRequests() float64 {
+	var s float64
+	for _, v := range u.Requests {
+		s += v
+	}
+	return s
+}
+
 // Close deletes the fleet while the provider still runs, because it removes
 // its finalizers, then stops the process.
 func (r *Run) Close(ctx context.Context) error {
