@@ -132,16 +132,40 @@ func kustomizeBuild(mem filesys.FileSystem, p Provider) ([]byte, error) {
 	return out, nil
 }
 
-// metadataYAML maps the version's release series to the contract.
+// Series is a release series: a major.minor of capi-monolith.
+type Series struct{ Major, Minor uint }
+
+// ReleasedSeries are the release series published so far, oldest first.
+// clusterctl upgrade reads the newest release's metadata.yaml and needs the
+// installed version's series in it: a released minor stays here for good
+// (add one when it is released).
+var ReleasedSeries = []Series{{Major: 0, Minor: 1}}
+
+// metadataYAML maps every released series up to the version's, and the
+// version's own, to the contract.
 func metadataYAML(v *version.Version) []byte {
-	return fmt.Appendf(nil, `# Maps capi-monolith's release series to the Cluster API contract it implements.
+	own := Series{Major: v.Major(), Minor: v.Minor()}
+	var b strings.Builder
+	b.WriteString(`# Maps capi-monolith's release series to the Cluster API contract they implement.
 apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Metadata
 releaseSeries:
-- major: %d
-  minor: %d
-  contract: %s
-`, v.Major(), v.Minor(), Contract)
+`)
+	for _, s := range seriesUpTo(own) {
+		fmt.Fprintf(&b, "- major: %d\n  minor: %d\n  contract: %s\n", s.Major, s.Minor, Contract)
+	}
+	return []byte(b.String())
+}
+
+// seriesUpTo returns the released series older than own, then own.
+func seriesUpTo(own Series) []Series {
+	var out []Series
+	for _, s := range ReleasedSeries {
+		if s.Major < own.Major || (s.Major == own.Major && s.Minor < own.Minor) {
+			out = append(out, s)
+		}
+	}
+	return append(out, own)
 }
 
 // ClusterctlConfig is a clusterctl configuration file listing the three

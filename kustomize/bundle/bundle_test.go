@@ -112,6 +112,35 @@ func TestImageAndVersionOptions(t *testing.T) {
 	}
 }
 
+// TestMetadataListsEveryReleaseSeries: clusterctl upgrade from an older
+// minor needs the installed series in the newest metadata.yaml.
+func TestMetadataListsEveryReleaseSeries(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    []string
+	}{
+		{"v0.1.3", []string{"v0.1.0"}},
+		{"v0.2.0", []string{"v0.1.0", "v0.2.0"}},
+		{"v1.0.0-rc.1", []string{"v0.1.0", "v1.0.0"}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			g := NewWithT(t)
+			repo, err := bundle.Build(bundle.Options{Version: tc.version})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range bundle.Providers {
+				var md clusterctlv1.Metadata
+				g.Expect(yaml.UnmarshalStrict(repo[p.Label+"/"+tc.version+"/metadata.yaml"], &md)).To(Succeed())
+				g.Expect(md.ReleaseSeries).To(HaveLen(len(tc.want)))
+				for _, v := range tc.want {
+					series := md.GetReleaseSeriesForVersion(mustSemver(t, v))
+					g.Expect(series).NotTo(BeNil(), v)
+					g.Expect(series.Contract).To(Equal("v1beta2"))
+				}
+			}
+		})
+	}
+}
+
 func TestCommandRejectsBadInput(t *testing.T) {
 	out := t.TempDir()
 	for _, tc := range []struct {

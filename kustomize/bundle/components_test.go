@@ -49,7 +49,12 @@ func TestComponentsFollowClusterctlsContract(t *testing.T) {
 					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
-			g.Expect(comps.Variables()).To(ConsistOf(componentsVariables))
+			want := componentsVariables
+			if p.Overlay == "infrastructure" {
+				// The docker backend's socket group.
+				want = append(slices.Clone(want), "MONOLITH_DOCKER_SOCKET_GID")
+			}
+			g.Expect(comps.Variables()).To(ConsistOf(want))
 			g.Expect(comps.Images()).To(ConsistOf(bundle.DefaultImageRepository + ":" + testVersion))
 
 			// Every variable has a default: processing with none set works,
@@ -307,6 +312,9 @@ func sharedManagerSpec(t *testing.T, d unstructured.Unstructured) map[string]any
 	delete(pod, "containers")
 	delete(pod, "serviceAccountName")
 	delete(pod, "volumes")
+	if sc, ok := pod["securityContext"].(map[string]any); ok {
+		delete(sc, "supplementalGroups") // the docker socket's group
+	}
 	var args []any
 	for _, a := range container["args"].([]any) {
 		if !slices.ContainsFunc(bundleFlags, func(f string) bool { return strings.HasPrefix(a.(string), f) }) {
@@ -347,6 +355,27 @@ func TestInfrastructureKindsAreAggregatedToCore(t *testing.T) {
 				return
 			}
 			g.Expect(aggregated).To(ContainElements("monolithclusters", "monolithmachines", "monolithmachinepools"))
+		})
+	}
+}
+
+// The manager (uid 65532) reaches a root:docker 0660 socket through its
+// supplementary group: the infrastructure Deployment (and only the bundles
+// mounting the socket) adds ${MONOLITH_DOCKER_SOCKET_GID}, an integer once
+// clusterctl processed it.
+func TestDockerSocketGroupIsSupplementary(t *testing.T) {
+	for _, p := range bundle.Providers {
+		t.Run(p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			deployments := ofKind(components(t, p, "").Objs(), "Deployment")
+			g.Expect(deployments).To(HaveLen(1))
+			groups, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			g.Expect(err).NotTo(HaveOccurred())
+			if p.Overlay != "infrastructure" {
+				g.Expect(found).To(BeFalse())
+				return
+			}
+			g.Expect(groups).To(Equal([]any{int64(0)}))
 		})
 	}
 }
