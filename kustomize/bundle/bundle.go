@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -29,16 +30,23 @@ type Options struct {
 	// (vX.Y.Z): the repository's version folder and the metadata's
 	// release series.
 	Version string
-	// Image is the default of ${MONOLITH_IMAGE}. Default:
+	// Image is the default of ${MONOLITH_IMAGE}, written in its canonical
+	// form (capi-monolith:dev becomes docker.io/library/capi-monolith:dev):
+	// clusterctl refuses components whose image is not canonical. Default:
 	// DefaultImageRepository:<Version>.
 	Image string
 }
 
 func (o Options) image() string {
-	if o.Image != "" {
+	if o.Image == "" {
+		return DefaultImageRepository + ":" + o.Version
+	}
+	named, err := reference.ParseNormalizedNamed(o.Image)
+	if err != nil {
+		// Validate reported it before.
 		return o.Image
 	}
-	return DefaultImageRepository + ":" + o.Version
+	return named.String()
 }
 
 // Validate reports a version clusterctl would not accept as a version
@@ -49,6 +57,11 @@ func (o Options) Validate() error {
 	}
 	if strings.ContainsAny(o.Image, "${} \t\n") {
 		return fmt.Errorf("invalid image %q: it must not contain spaces, '$', '{' or '}'", o.Image)
+	}
+	if o.Image != "" {
+		if _, err := reference.ParseNormalizedNamed(o.Image); err != nil {
+			return fmt.Errorf("invalid image %q: %w", o.Image, err)
+		}
 	}
 	return nil
 }

@@ -111,6 +111,13 @@ func TestImageAndVersionOptions(t *testing.T) {
 		g.Expect(c).To(ContainSubstring("image: ${MONOLITH_IMAGE:=example.com/monolith:dev}"))
 		g.Expect(string(repo[p.Label+"/v1.2.3-rc.1/metadata.yaml"])).To(ContainSubstring("major: 1\n  minor: 2\n"))
 	}
+	// A local image (make image tags capi-monolith:dev) is written in the
+	// canonical form clusterctl requires.
+	repo, err = bundle.Build(bundle.Options{Version: "v1.2.3", Image: "capi-monolith:dev"})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range bundle.Providers {
+		g.Expect(string(repo[p.Label+"/v1.2.3/"+p.ComponentsFile])).To(ContainSubstring("image: ${MONOLITH_IMAGE:=docker.io/library/capi-monolith:dev}"))
+	}
 }
 
 // TestMetadataListsEveryReleaseSeries: clusterctl upgrade from an older
@@ -154,6 +161,7 @@ func TestCommandRejectsBadInput(t *testing.T) {
 		{"version without v", []string{"--version", "0.1.0", "--out", out}, "leading v"},
 		{"version not semantic", []string{"--version", "v1.2", "--out", out}, "semantic version"},
 		{"image breaking the variable", []string{"--version", "v0.1.0", "--out", out, "--image", "a:${B}"}, "invalid image"},
+		{"image no reference", []string{"--version", "v0.1.0", "--out", out, "--image", "Capi:dev"}, "invalid image"},
 		{"unknown flag", []string{"--versoin", "v0.1.0"}, "unknown flag: --versoin"},
 		{"extra argument", []string{"--version", "v0.1.0", "--out", out, "extra"}, `unexpected arguments ["extra"]`},
 	} {
