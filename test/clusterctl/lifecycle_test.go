@@ -227,4 +227,3 @@ func removeWebhookConfigurationsOf(ctx context.Context, g Gomega, mgmt *envtest.
 	g.Expect(mgmt.Client.DeleteAllOf(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{}, sel)).To(Succeed())
 	g.Expect(mgmt.Client.DeleteAllOf(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{}, sel)).To(Succeed())
 }
-
