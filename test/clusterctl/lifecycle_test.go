@@ -78,10 +78,11 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 	kubeconfig := clusterctl.Kubeconfig{Path: filepath.Join(t.TempDir(), "kubeconfig")}
 	g.Expect(mgmt.WriteKubeconfig(kubeconfig.Path)).To(Succeed())
 
-	// Both releases in one repository, as a user who wrote each in turn.
+	// Both releases in one repository, as a user who wrote each in turn
+	// for the images make image built (VERSION=v0.1.0, then v0.2.0).
 	dir := t.TempDir()
-	g.Expect(bundle.Write(dir, bundle.Options{Version: oldVersion})).To(Succeed())
-	g.Expect(bundle.Write(dir, bundle.Options{Version: newVersion})).To(Succeed())
+	g.Expect(bundle.Write(dir, bundle.Options{Version: oldVersion, Image: "capi-monolith:" + oldVersion})).To(Succeed())
+	g.Expect(bundle.Write(dir, bundle.Options{Version: newVersion, Image: "capi-monolith:" + newVersion})).To(Succeed())
 	coreVersion, coreURL := coreRepository(t, dir)
 	configPath := filepath.Join(dir, bundle.ClusterctlConfigFile)
 	config, err := os.ReadFile(configPath)
@@ -108,7 +109,7 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 		"capi-monolith-ipam/ipam-monolith@"+oldVersion,
 		"capi-monolith-runtime-extension/runtime-extension-monolith@"+oldVersion,
 	))
-	g.Expect(managerImages(ctx, g, mgmt)).To(HaveEach(HaveSuffix(":" + oldVersion)))
+	g.Expect(managerImages(ctx, g, mgmt)).To(HaveEach("docker.io/library/capi-monolith:" + oldVersion))
 
 	// clusterctl offers the upgrade (it reads v0.2.0's metadata.yaml and
 	// finds v0.1's series there), and applies it.
@@ -136,7 +137,7 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 		"capi-monolith-ipam/ipam-monolith@"+newVersion,
 		"capi-monolith-runtime-extension/runtime-extension-monolith@"+newVersion,
 	))
-	g.Expect(managerImages(ctx, g, mgmt)).To(HaveEach(HaveSuffix(":" + newVersion)))
+	g.Expect(managerImages(ctx, g, mgmt)).To(HaveEach("docker.io/library/capi-monolith:" + newVersion))
 
 	// Cluster API core runs (its own webhooks, not the uninstalled
 	// Deployment's): the admin registers the extension with the release's
