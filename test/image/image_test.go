@@ -59,10 +59,9 @@ const (
 	// Where the test mounts what a pod gets from Kubernetes: the kubeconfig
 	// stands in for the ServiceAccount token, the namespace file is the
 	// ServiceAccount's (leader election reads it).
-	kubeconfigDir       = "/etc/capi-monolith"
-	serviceAccountDir   = "/var/run/secrets/kubernetes.io/serviceaccount"
-	timeout             = 60 * time.Second
-	dockerClusterNumber = 1
+	kubeconfigDir     = "/etc/capi-monolith"
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	timeout           = 60 * time.Second
 )
 
 func TestMain(m *testing.M) {
@@ -350,7 +349,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 	res, err := dc.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.
 		Add("label", docker.LabelClusterNamespace+"="+n, docker.LabelClusterName+"=c")})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.Items).To(HaveLen(dockerClusterNumber), "the load balancer container runs on the Engine")
+	g.Expect(res.Items).To(HaveLen(1), "the load balancer container runs on the Engine")
 
 	// Deleting it goes through the container's Engine access too.
 	g.Expect(p.env.Client.Delete(ctx, mc)).To(Succeed())
