@@ -3,8 +3,10 @@
 // HTTPS on the manager's one webhook server (see package serving), with
 // policies for lifecycle hooks (hold, IP capacity, record), topology
 // mutation for the infra module's template kinds, upgrade plans and in-place
-// updates. At start-up it registers itself with Cluster API through an
-// ExtensionConfig (see package registration).
+// updates. Cluster API calls it through an ExtensionConfig the admin applies
+// (a file of the runtime-extension release), or, opted in with
+// --runtimeext-self-register, one it creates at start-up (see package
+// registration).
 package runtimeext
 
 import (
@@ -44,6 +46,7 @@ const EventSource = "capi-monolith-runtimeext"
 // exposes its settings on the command line.
 type Module struct {
 	registration registration.Options
+	selfRegister bool
 	clientCAFile string
 }
 
@@ -57,16 +60,18 @@ func (*Module) Name() string { return Name }
 
 // BindFlags implements modules.FlagBinder.
 func (m *Module) BindFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&m.selfRegister, "runtimeext-self-register", false,
+		"Create the ExtensionConfig at start-up when it is missing (never changing an existing one); off, the admin applies it. Needs RBAC to get and create it.")
 	fs.StringVar(&m.registration.Name, "runtimeext-extension-config-name", registration.DefaultName,
-		"Name of the ExtensionConfig the runtimeext module registers at start-up; empty registers none.")
+		"Name of the ExtensionConfig --runtimeext-self-register creates; empty registers none.")
 	fs.StringVar(&m.registration.ServiceName, "runtimeext-service-name", registration.DefaultServiceName,
 		"Service in $POD_NAMESPACE that fronts the webhook port, named in the ExtensionConfig.")
 	fs.Int32Var(&m.registration.ServicePort, "runtimeext-service-port", registration.DefaultServicePort,
 		"Port of --runtimeext-service-name.")
 	fs.StringVar(&m.registration.CASecret, "runtimeext-ca-secret", registration.DefaultCASecret,
 		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
-	fs.StringVar(&m.registration.NamespaceSelector, "runtimeext-namespace-selector", "",
-		"Label selector of the namespaces whose Clusters the hooks apply to (ExtensionConfig spec.namespaceSelector); empty means all.")
+	fs.StringVar(&m.registration.NamespaceSelector, "runtimeext-namespace-selector", registration.DefaultNamespaceSelector,
+		"Label selector of the namespaces whose Clusters the hooks apply to (spec.namespaceSelector of a self-registered ExtensionConfig); empty means all.")
 	fs.StringVar(&m.clientCAFile, "runtimeext-client-ca-file", "",
 		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
 }
@@ -86,9 +91,9 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return runtimev1.AddToScheme(scheme)
 }
 
-// The module registers its ExtensionConfig (server-side apply), reads IP pools
-// from the shared cache and records Events on Clusters.
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;create;patch
+// The module reads IP pools from the shared cache and records Events on
+// Clusters. Self-registration's RBAC (get and create of one ExtensionConfig)
+// is not here: it is opt-in, granted by a file of its own.
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -128,6 +133,10 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, _ modul
 func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready healthz.Checker) error {
 	log := ctrl.LoggerFrom(ctx)
 	opts := m.registration
+	if !m.selfRegister {
+		log.V(1).Info("Not registering an ExtensionConfig: --runtimeext-self-register is off")
+		return nil
+	}
 	if opts.Name == "" {
 		log.Info("Not registering an ExtensionConfig: --runtimeext-extension-config-name is empty")
 		return nil
