@@ -36,6 +36,10 @@ const (
 	// boundWriteGrace is how long a status write of ours may take to show
 	// in the cache before the claim is written again.
 	boundWriteGrace = 10 * time.Second
+	// releaseRecheck is how often a release waiting for other finalizers
+	// looks again, beside the update events that normally bring it back.
+	// A zero result would let the scaffold drop our finalizer unreleased.
+	releaseRecheck = 30 * time.Second
 )
 
 // ReconcileNormal makes sure the claim has an IPAddress from its pool.
@@ -462,7 +466,7 @@ func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ip
 	if others := otherFinalizers(claim); len(others) > 0 {
 		// The claim's update when they go brings it back.
 		ctrl.LoggerFrom(ctx).V(2).Info("Release waits for the claim's other finalizers", "finalizers", others)
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: releaseRecheck}, nil
 	}
 	address := &ipamv1.IPAddress{}
 	err := r.Client.Get(ctx, claimKey, address)
@@ -487,7 +491,7 @@ func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ip
 		if others := otherFinalizers(address); len(others) > 0 {
 			// Someone still holds the IPAddress: the address is in use
 			// until it is gone; its events bring the claim back.
-			return ctrl.Result{}, nil
+			return ctrl.Result{RequeueAfter: releaseRecheck}, nil
 		}
 	}
 	return ctrl.Result{}, r.releaseRecords(ctx, claim, cid, address)
