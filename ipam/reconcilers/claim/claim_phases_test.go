@@ -125,4 +125,3 @@ func TestAnAddressRecordedByAnotherManagerIsSkipped(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, address)).To(Succeed())
 	g.Expect(address.Spec.Address).To(Equal("10.0.0.11"))
 }
-
