@@ -131,8 +131,17 @@ func (r *Reconciler) take(ctx context.Context, claim *ipamv1.IPAddressClaim, cid
 		// A record of this claim already there (an IPAddress to re-create,
 		// a restart between record and IPAddress): use it as it is.
 		rec := &v1alpha1.MonolithIPAllocation{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, rec); err == nil && owns(rec, cid) {
-			return rec, ctrl.Result{}, nil
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, rec); err == nil {
+			if owns(rec, cid) {
+				return rec, ctrl.Result{}, nil
+			}
+			if !rec.IsReleased() && !requested.IsValid() {
+				// The cache already knows the address is another claim's:
+				// no write needed to learn it. (A stale cache only makes
+				// this reconcile skip an address that was just freed.)
+				state.Taken(cid, addr, rec)
+				continue
+			}
 		}
 		rec = newRecord(name, claim, key, addr, state.Prefix(), state.Gateway())
 		createErr := r.Client.Create(ctx, rec)
@@ -498,11 +507,14 @@ func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ip
 }
 
 // otherFinalizers lists the object's finalizers that are not the ipam
-// module's.
+// module's nor the garbage collector's: foregroundDeletion waits for the
+// claim's IPAddress to go, so waiting for it in turn would never end.
 func otherFinalizers(o client.Object) []string {
 	var out []string
 	for _, f := range o.GetFinalizers() {
-		if f != v1alpha1.ReleaseAddressFinalizer && f != v1alpha1.ProtectAddressFinalizer {
+		switch f {
+		case v1alpha1.ReleaseAddressFinalizer, v1alpha1.ProtectAddressFinalizer, metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents:
+		default:
 			out = append(out, f)
 		}
 	}

@@ -125,3 +125,22 @@ func TestAnAddressRecordedByAnotherManagerIsSkipped(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, address)).To(Succeed())
 	g.Expect(address.Spec.Address).To(Equal("10.0.0.11"))
 }
+
+func TestReleaseWaitsOnlyForFinalizersOfOthers(t *testing.T) {
+	tests := []struct {
+		name       string
+		finalizers []string
+		want       []string
+	}{
+		{"ours alone: release now", []string{v1alpha1.ReleaseAddressFinalizer}, nil},
+		{"the garbage collector's foreground deletion waits on us: release now", []string{metav1.FinalizerDeleteDependents, v1alpha1.ReleaseAddressFinalizer}, nil},
+		{"the infra module's: wait", []string{"infrastructure.cluster.x-k8s.io/claim", v1alpha1.ReleaseAddressFinalizer}, []string{"infrastructure.cluster.x-k8s.io/claim"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClaim("a", "uid-a")
+			c.Finalizers = tt.finalizers
+			NewWithT(t).Expect(otherFinalizers(c)).To(Equal(tt.want))
+		})
+	}
+}
