@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -85,6 +86,23 @@ func TestManagersShardedByNamespaceNeverShareAnAddressOfAGlobalPool(t *testing.T
 	g.Eventually(func(g Gomega) {
 		g.Expect(liveRecords(g, v1alpha1.GlobalMonolithIPPoolKind, "", "sharded")).To(HaveLen(300), "one record per address, no leftovers")
 		g.Expect(poolCounts(g, pool).Used).To(BeEquivalentTo(300), "each shard counts the other's addresses too")
+	}, timeout).Should(Succeed())
+}
+
+func TestManagersShardedByWatchFilterNeverShareAnAddressOfAGlobalPool(t *testing.T) {
+	g := NewWithT(t)
+	startIPAM(t, "--watch-filter=shard-x")
+	startIPAM(t, "--watch-filter=shard-y")
+	ns := namespace(t)
+	createGlobalPool(t, "filtered", spec(24, "10.137.0.0/24"))
+	label := func(v string) claimOpt {
+		return func(c *ipamv1.IPAddressClaim) { c.Labels = map[string]string{clusterv1.WatchLabel: v} }
+	}
+	claims := append(createClaims(t, ns, "x", "filtered", 60, fromGlobal(), label("shard-x")),
+		createClaims(t, ns, "y", "filtered", 60, fromGlobal(), label("shard-y"))...)
+	expectDistinct(t, claims)
+	g.Eventually(func(g Gomega) {
+		g.Expect(liveRecords(g, v1alpha1.GlobalMonolithIPPoolKind, "", "filtered")).To(HaveLen(120))
 	}, timeout).Should(Succeed())
 }
 
