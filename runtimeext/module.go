@@ -87,9 +87,11 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 }
 
 // The module registers its ExtensionConfig (server-side apply), reads IP pools
-// from the shared cache and records Events on Clusters.
+// and the Clusters hook requests name from the shared cache and records
+// Events on Clusters.
 // +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;create;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
