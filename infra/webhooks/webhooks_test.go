@@ -106,6 +106,24 @@ func TestCreate(t *testing.T) {
 			wantErr: []string{byClusterWebhook, `spec.backend.docker.network: Invalid value: "-my net": must be a Docker network name`},
 		},
 		{
+			name: "Docker's host network (nodes in the host's network namespace) is rejected",
+			obj: func(ns string) client.Object {
+				return cluster(ns, "c", v1alpha1.MonolithClusterSpec{
+					Backend: v1alpha1.ClusterBackend{Docker: &v1alpha1.DockerClusterBackend{Network: "host"}},
+				})
+			},
+			wantErr: []string{byClusterWebhook, `spec.backend.docker.network: Invalid value: "host": must not be one of Docker's predefined networks (bridge, default, docker_gwbridge, host, ingress, nat, none)`},
+		},
+		{
+			name: "a predefined Docker network is rejected in a template too, whatever its case",
+			obj: func(ns string) client.Object {
+				return clusterTemplate(ns, "t", v1alpha1.MonolithClusterSpec{
+					Backend: v1alpha1.ClusterBackend{Docker: &v1alpha1.DockerClusterBackend{Network: "None"}},
+				})
+			},
+			wantErr: []string{byClusterTemplateWebhook, `spec.template.spec.backend.docker.network: Invalid value: "None": must not be one of Docker's predefined networks`},
+		},
+		{
 			name: "an unparsable nodeCIDR is rejected",
 			obj: func(ns string) client.Object {
 				return cluster(ns, "c", v1alpha1.MonolithClusterSpec{

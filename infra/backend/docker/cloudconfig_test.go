@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -164,6 +166,35 @@ func TestParseCloudConfigErrors(t *testing.T) {
 			g.Expect(err.Error()).NotTo(ContainSubstring("ret"))
 		})
 	}
+}
+
+// A gzip bomb (1 KiB that inflates to 17 MiB) is refused before it is
+// inflated whole, and so are many entries that add up.
+func TestParseCloudConfigBoundsDecompressedContent(t *testing.T) {
+	g := NewWithT(t)
+	bomb := func(size int) string {
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		_, _ = w.Write(make([]byte, size))
+		_ = w.Close()
+		return base64.StdEncoding.EncodeToString(buf.Bytes())
+	}
+	one := bomb(MaxBootstrapFileBytes + 1)
+	g.Expect(len(one)).To(BeNumerically("<", 64<<10), "the bomb is small")
+	_, err := parseCloudConfig([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: "+one+"\n"), "host")
+	g.Expect(err).To(MatchError("write_files entry /x decompresses to more than 16 MiB"))
+
+	var many strings.Builder
+	many.WriteString("write_files:\n")
+	part := bomb(MaxBootstrapFileBytes)
+	for i := range 5 {
+		fmt.Fprintf(&many, "- path: /f%d\n  encoding: gzip+base64\n  content: %s\n", i, part)
+	}
+	_, err = parseCloudConfig([]byte(many.String()), "host")
+	g.Expect(err).To(MatchError("bootstrap data decodes to more than 64 MiB of write_files"))
+
+	_, err = parseCloudConfig([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: "+bomb(MaxBootstrapFileBytes)+"\n"), "host")
+	g.Expect(err).NotTo(HaveOccurred(), "exactly the limit is fine")
 }
 
 func TestContainerName(t *testing.T) {
