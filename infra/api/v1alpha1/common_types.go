@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Condition types and reasons shared by the infra kinds.
 const (
@@ -84,6 +87,11 @@ const (
 	// DefaultInMemoryNodeCIDR is where simulated nodes get their addresses.
 	DefaultInMemoryNodeCIDR = "10.128.0.0/16"
 )
+
+// MaxSimulatedDelay bounds the inMemory backend's provisioningDelay and
+// bootstrapDelay: the webhook rejects more, and the backend never waits
+// longer, so that a typo cannot park a machine for years.
+const MaxSimulatedDelay = time.Hour
 
 // ReservedDockerNetworks are the Docker Engine's predefined networks (and
 // swarm's), which a cluster must not use: on "host" the nodes would share
