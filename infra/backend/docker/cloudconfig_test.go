@@ -230,3 +230,23 @@ func TestContainerName(t *testing.T) {
 		g.Expect(hashedName("ns-c", "lb")).NotTo(Equal(hashedName("ns", "c-lb")))
 	})
 }
+
+// FuzzParseCloudConfig feeds arbitrary bootstrap data (random and mutated
+// cloud-configs) to the parser: no panic, and a refusal never quotes the
+// data (bootstrap data holds secrets). `make fuzz` runs it for long.
+func FuzzParseCloudConfig(f *testing.F) {
+	f.Add([]byte("#cloud-config\nwrite_files:\n- path: /etc/x\n  permissions: '0600'\n  encoding: b64\n  content: aGk=\nruncmd:\n- [kubeadm, init]\n- echo hi\n"))
+	f.Add([]byte("## template: jinja\n#cloud-config\nwrite_files:\n- path: /etc/{{ ds.meta_data.hostname }}\n  content: x\n"))
+	f.Add([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: H4sIAAAAAAAA/w==\n"))
+	f.Add([]byte("#!/bin/sh\n"))
+	f.Add([]byte("runcmd: [[1, 2], {a: b}]\n"))
+	const secret = "s3cr3t-t0ken"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		withSecret := append(append([]byte{}, data...), []byte("\n# "+secret+"\n")...)
+		_, err := parseCloudConfig(withSecret, "host")
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Fatalf("the error quotes the bootstrap data: %v", err)
+		}
+		_, _ = parseCloudConfig(data, "host")
+	})
+}
