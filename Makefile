@@ -101,6 +101,20 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 test: envtest-assets capi-core docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
+# FUZZTIME is how long `make fuzz` runs each fuzz target; `make test` runs
+# only their seed corpora (plain `go test`).
+FUZZTIME ?= 1m
+
+.PHONY: fuzz
+fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server, cloud-init parsing, IP allocator) for FUZZTIME each (default 1m).
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+	  pkg=./$$(dirname $${f#./}); \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "== $$t ($$pkg, $(FUZZTIME))"; \
+	    go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
 .PHONY: test-e2e
 test-e2e: envtest-assets capi-core docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v

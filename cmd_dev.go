@@ -6,4 +6,6 @@ import "github.com/capi-monolith/capi-monolith/dev"
 // binary (etcd, kube-apiserver, Cluster API core and every module).
 func init() {
 	subcommands["dev"] = dev.Command
+	// A second Ctrl-C still cleans up: dev handles the signals.
+	selfSignalled["dev"] = true
 }

@@ -12,6 +12,15 @@ import (
 // table only routes to it.
 var subcommands = map[string]func(ctx context.Context, args []string) error{}
 
+// selfSignalled are the subcommands that handle SIGINT and SIGTERM
+// themselves.
+var selfSignalled = map[string]bool{}
+
+// handlesSignals is true when args name a subcommand of selfSignalled.
+func handlesSignals(args []string) bool {
+	return len(args) > 0 && selfSignalled[args[0]]
+}
+
 // dispatch runs the subcommand named by args[0], if there is one.
 func dispatch(ctx context.Context, args []string) (handled bool, err error) {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {

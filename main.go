@@ -23,7 +23,13 @@ import (
 )
 
 func main() {
-	ctx := ctrl.SetupSignalHandler()
+	ctx := context.Background()
+	// A subcommand that handles signals itself (dev: a second Ctrl-C must
+	// still clean up) must not get controller-runtime's handler, which
+	// exits at once on the second signal.
+	if !handlesSignals(os.Args[1:]) {
+		ctx = ctrl.SetupSignalHandler()
+	}
 	if err := run(ctx, os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
 		os.Exit(1)

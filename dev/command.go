@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/dev/progress"
+	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/modules/builtin"
 )
@@ -34,20 +37,61 @@ type CommandOptions struct {
 	DataDir       string
 	Quiet         bool
 	Verbosity     int
+	Cleanup       bool
 }
 
 // devFlags are the flag names CommandOptions binds; every other flag is the
 // manager's.
-var devFlags = map[string]bool{"kubeconfig": true, "kubeconfig-out": true, "data-dir": true, "quiet": true, "v": true, "help": true}
+var devFlags = map[string]bool{"kubeconfig": true, "kubeconfig-out": true, "data-dir": true, "quiet": true, "v": true, "help": true, "cleanup": true}
 
 // Command is `capi-monolith dev`: it starts the environment, prints what to
 // do next, and runs until ctx is cancelled (Ctrl-C) or a part of it fails,
 // then stops everything.
+//
+// Signals: the first SIGINT or SIGTERM stops gracefully; the second makes
+// the stop quick (SIGKILL to every child) but still removes what dev
+// installed and its state folder; a third exits at once (the children die
+// with dev by their parent-death signal, and the next start removes the
+// state a killed dev left). The caller must not handle these signals too.
 func Command(ctx context.Context, args []string) error {
-	return command(ctx, args, os.Stdout, os.Stderr)
+	signals := make(chan os.Signal, 3)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	return command(ctx, args, os.Stdout, os.Stderr, signals)
 }
 
-func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// command is Command with its outputs and signals given (nil: none).
+func command(ctx context.Context, args []string, stdout, stderr io.Writer, signals <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	force := make(chan struct{})
+	if signals != nil {
+		go func() {
+			received := 0
+			for {
+				select {
+				case <-signals:
+				case <-ctx.Done():
+					if received == 0 {
+						return
+					}
+					// Stopping: keep counting signals until the process ends.
+					<-signals
+				}
+				received++
+				switch received {
+				case 1:
+					cancel()
+				case 2:
+					close(force)
+				default:
+					fmt.Fprintf(stderr, "Exiting at once: the next capi-monolith dev removes what is left.\n")
+					os.Exit(130)
+				}
+			}
+		}()
+	}
+
 	var opts CommandOptions
 	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
@@ -59,6 +103,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&opts.DataDir, "data-dir", "",
 		"Keep etcd's data, certificates and logs in this folder, so that the next start resumes where this one stopped. Without it everything is temporary and removed on exit.")
 	fs.BoolVar(&opts.Quiet, "quiet", false, "Print no progress, only errors.")
+	fs.BoolVar(&opts.Cleanup, "cleanup", false,
+		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
 	// The manager's flags, for --help and to reject bad ones now; they are
 	// parsed again by Start (see managerArgs).
@@ -75,6 +121,9 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if opts.Cleanup {
+		return cleanup(ctx, opts.Kubeconfig, stderr)
 	}
 	if opts.KubeconfigOut == "" {
 		return errors.New("--kubeconfig-out must not be empty")
@@ -93,7 +142,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	state, ephemeral := opts.DataDir, false
 	if state == "" {
-		if state, err = os.MkdirTemp("", "capi-monolith-dev-"); err != nil {
+		if state, err = os.MkdirTemp("", TempStatePrefix); err != nil {
 			return fmt.Errorf("failed to create a temporary state folder: %w", err)
 		}
 		ephemeral = true
@@ -108,6 +157,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer closeLogs()
 	display.Printf("  logs: %s\n", filepath.Dir(logs))
 
+	stopped := make(chan struct{})
 	env, err := Start(ctx, Options{
 		Kubeconfig:    opts.Kubeconfig,
 		DataDir:       state,
@@ -124,6 +174,16 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// The kubeconfig path is what scripts wait for: always on stdout.
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", env.KubeconfigPath)
 
+	go func() {
+		select {
+		case <-force:
+			display.Printf("Stopping now (second signal): killing every child, then removing what dev installed ...\n")
+			env.Kill()
+		case <-stopped:
+		}
+	}()
+	defer close(stopped)
+
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -139,6 +199,24 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	display.Printf("Stopped in %s.\n", time.Since(stopping).Round(100*time.Millisecond))
 	return errors.Join(runErr, stopErr)
+}
+
+// cleanup is --cleanup.
+func cleanup(ctx context.Context, kubeconfig string, out io.Writer) error {
+	removed, err := state.CleanStale(os.TempDir(), TempStatePrefix)
+	for _, dir := range removed {
+		fmt.Fprintf(out, "Removed the state of a killed capi-monolith dev: %s\n", dir)
+	}
+	if err != nil || kubeconfig == "" {
+		return err
+	}
+	left, err := Cleanup(ctx, kubeconfig)
+	if left.Empty() {
+		fmt.Fprintf(out, "Nothing of capi-monolith dev left in the cluster of %s.\n", kubeconfig)
+	} else {
+		fmt.Fprintf(out, "Removed from the cluster of %s: %s\n", kubeconfig, left)
+	}
+	return err
 }
 
 // managerArgs turns the manager flags given on the command line back into

@@ -33,7 +33,7 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 				t.Setenv("CAPI_CORE_MANAGER", "/nonexistent/manager")
 			}
 			var stdout, stderr bytes.Buffer
-			err := command(context.Background(), tt.args, &stdout, &stderr)
+			err := command(context.Background(), tt.args, &stdout, &stderr, nil)
 			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
 			g.Expect(stdout.String()).NotTo(ContainSubstring("kubeconfig:"))
 		})
@@ -44,7 +44,7 @@ func TestHelpListsDevAndManagerFlags(t *testing.T) {
 	g := NewWithT(t)
 	var stdout, stderr bytes.Buffer
 	// --help parses the flags and stops.
-	g.Expect(command(context.Background(), []string{"--help"}, &stdout, &stderr)).To(Succeed())
+	g.Expect(command(context.Background(), []string{"--help"}, &stdout, &stderr, nil)).To(Succeed())
 	g.Expect(stderr.String()).To(ContainSubstring("--data-dir"))
 	g.Expect(stderr.String()).To(ContainSubstring("--enable-modules"))
 }

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
+	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -57,6 +59,11 @@ const (
 	managerReadyTimeout        = 60 * time.Second
 	coreRestarts               = 3
 	stopTimeout                = 30 * time.Second
+	loopback                   = "127.0.0.1"
+
+	// TempStatePrefix starts the name of a temporary state folder (in
+	// os.TempDir()); a start removes those a killed dev left.
+	TempStatePrefix = "capi-monolith-dev-"
 )
 
 // Options configures Start. The zero value starts a temporary environment
@@ -144,6 +151,12 @@ type Environment struct {
 	stopErr        error
 	extensionOwned bool
 	coreLog        *os.File
+	lock           *state.Lock
+	// owner names this process on what it installs (webhooks.Mark).
+	owner string
+	// force is closed by Kill: Stop no longer waits for graceful exits.
+	force     chan struct{}
+	forceOnce sync.Once
 }
 
 // Failed receives one error when a part of the environment stopped on its
@@ -198,7 +211,17 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		}
 	}
 
-	e := &Environment{opts: opts, failed: make(chan error, 1)}
+	// A dev killed earlier (kill -9, a crash) left its temporary state
+	// folder, with a CA key in it, and maybe processes: remove them now.
+	removed, err := state.CleanStale(os.TempDir(), TempStatePrefix)
+	for _, dir := range removed {
+		display.Printf("  removed the state of a killed capi-monolith dev: %s\n", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	e := &Environment{opts: opts, failed: make(chan error, 1), force: make(chan struct{})}
 	for _, m := range enabled {
 		e.Modules = append(e.Modules, m.Name())
 	}
@@ -208,6 +231,16 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		}
 	}()
 	if e.StateDir, e.tempState, err = stateDir(opts.DataDir); err != nil {
+		return nil, err
+	}
+	// Own the folder before anything runs from it: a live dev on the same
+	// --data-dir is refused, a killed one's processes are stopped.
+	if e.lock, err = state.Claim(e.StateDir); err != nil {
+		// Not ours: Stop must not remove it.
+		e.tempState, e.StateDir = false, ""
+		return nil, err
+	}
+	if e.owner, err = state.Self(); err != nil {
 		return nil, err
 	}
 	keptData := opts.DataDir
@@ -230,8 +263,10 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	e.controlPlane, err = controlplane.Start(ctx, controlplane.Options{
 		Kubeconfig: opts.Kubeconfig,
 		CacheDir:   opts.CacheDir,
+		WorkDir:    e.StateDir,
 		DataDir:    dataDirOrEmpty(keptData, e.StateDir),
 		Output:     cpLog,
+		OnProcess:  e.record,
 	})
 	done(err)
 	if err != nil {
@@ -244,6 +279,18 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
 		return nil, fmt.Errorf("failed to create a client: %w", err)
 	}
+	if e.controlPlane.External {
+		// A dev killed earlier left webhooks pointing at nothing (with
+		// failurePolicy Fail) and CRD conversions at a dead port: the
+		// cluster cannot read or write Cluster API objects until undone.
+		left, err := repair(ctx, e.Client)
+		if !left.Empty() {
+			display.Printf("  repaired what a killed capi-monolith dev left in the cluster: %s\n", left)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 
 	// 2. CRDs.
 	done = display.Step("CRDs (Cluster API " + capi.Version + " and capi-monolith's)")
@@ -254,7 +301,12 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 
 	// 3. Certificates, and the kubeconfig children read.
-	if e.Certs, err = certs.New(certs.Options{}); err != nil {
+	webhookHost := callHost(mgrOpts.WebhookHost)
+	certOpts := certs.Options{}
+	if webhookHost != loopback {
+		certOpts.Hosts = []string{webhookHost}
+	}
+	if e.Certs, err = certs.New(certOpts); err != nil {
 		return nil, err
 	}
 	certDir := filepath.Join(e.StateDir, "certs")
@@ -277,7 +329,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	mgrOpts.WebhookCertName = certs.CertFile
 	mgrOpts.WebhookKeyName = certs.KeyFile
 	mgrOpts.LeaderElect = false
-	e.WebhookAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(mgrOpts.WebhookPort))
+	e.WebhookAddress = net.JoinHostPort(webhookHost, strconv.Itoa(mgrOpts.WebhookPort))
 
 	coreOut := opts.LogOutput
 	if coreOut == nil {
@@ -302,6 +354,8 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 			Certs:                    e.Certs,
 			WebhookConfigurationName: webhookConfigurationPrefix + "core",
 			Restarts:                 coreRestarts,
+			Owner:                    e.owner,
+			OnStart:                  func(pid int) { e.record("capi-core", pid) },
 			OnExit: func(err error, restarting bool) {
 				if restarting {
 					display.Printf("  ! Cluster API core exited (%v): restarting it\n", err)
@@ -343,6 +397,19 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	return e, nil
 }
 
+// callHost is the host the apiserver and core call our webhook server at
+// when it binds to host: loopback for loopback and every-interface
+// addresses, else host itself.
+func callHost(host string) string {
+	if host == "" || host == "localhost" {
+		return loopback
+	}
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		return loopback
+	}
+	return host
+}
+
 func controlPlaneStepName(existing string) string {
 	if existing != "" {
 		return "existing cluster from " + existing
@@ -361,15 +428,15 @@ func stateDir(dataDir string) (dir string, temp bool, err error) {
 		}
 		return abs, false, nil
 	}
-	dir, err = os.MkdirTemp("", "capi-monolith-dev-")
+	dir, err = os.MkdirTemp("", TempStatePrefix)
 	if err != nil {
 		return "", false, fmt.Errorf("failed to create a temporary state folder: %w", err)
 	}
 	return dir, true, nil
 }
 
-// dataDirOrEmpty keeps etcd's data in the state folder only when it is meant
-// to survive; a temporary environment lets envtest manage (and remove) it.
+// dataDirOrEmpty keeps etcd's data in the state folder, synced to disk, only
+// when it is meant to survive.
 func dataDirOrEmpty(dataDir, state string) string {
 	if dataDir == "" {
 		return ""
@@ -385,7 +452,10 @@ func parseManagerArgs(reg *modules.Registry, args []string) (manager.Options, er
 	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	manager.BindFlags(fs, &opts, reg)
-	all := append([]string{"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics"}, args...)
+	// Every listener of ours on loopback unless the caller says otherwise
+	// (--webhook-host): a dev environment has no authentication worth the
+	// name on the network.
+	all := append([]string{"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics", "--webhook-host=" + loopback}, args...)
 	if fs.Lookup(extensionConfigNameFlag) != nil {
 		all = append(all, "--"+extensionConfigNameFlag+"=")
 	}
@@ -454,6 +524,7 @@ func (e *Environment) startManager(ctx context.Context, opts manager.Options, en
 		if err != nil {
 			return err
 		}
+		wh.Mark(e.owner)
 		if err := wh.Apply(ctx, e.Client); err != nil {
 			return err
 		}
@@ -519,9 +590,11 @@ func (e *Environment) registerExtension(ctx context.Context) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		ext.Spec = spec
+		webhooks.MarkObject(ext, e.owner)
 		err = e.Client.Create(ctx, ext)
 	case err == nil:
 		ext.Spec.ClientConfig = spec.ClientConfig
+		webhooks.MarkObject(ext, e.owner)
 		err = e.Client.Update(ctx, ext)
 	}
 	if err != nil {
@@ -547,6 +620,9 @@ func (e *Environment) Stop() error {
 				}
 			case <-time.After(stopTimeout):
 				errs = append(errs, fmt.Errorf("capi-monolith's manager did not stop within %s", stopTimeout))
+			case <-e.force:
+				// Its goroutines die with the process; what it may still
+				// write to the apiserver is harmless.
 			}
 		}
 		if e.Core != nil {
@@ -583,10 +659,62 @@ func (e *Environment) Stop() error {
 			if err := os.RemoveAll(e.StateDir); err != nil {
 				errs = append(errs, fmt.Errorf("failed to remove the state folder: %w", err))
 			}
+		} else if e.lock != nil {
+			if err := e.lock.Release(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		e.stopErr = errors.Join(errs...)
 	})
 	return e.stopErr
+}
+
+// Cleanup undoes what a dev that did not stop cleanly left in the cluster of
+// kubeconfig (`capi-monolith dev --cleanup --kubeconfig F`): the webhook
+// configurations and ExtensionConfig it installed are deleted and Cluster
+// API's CRDs get their conversion back. It refuses while a dev still uses
+// the cluster. The CRDs themselves stay, as after a clean stop.
+func Cleanup(ctx context.Context, kubeconfig string) (webhooks.Leftovers, error) {
+	cp, err := controlplane.Start(ctx, controlplane.Options{Kubeconfig: kubeconfig})
+	if err != nil {
+		return webhooks.Leftovers{}, err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, runtimev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return webhooks.Leftovers{}, fmt.Errorf("failed to build the scheme: %w", err)
+		}
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return webhooks.Leftovers{}, fmt.Errorf("failed to create a client: %w", err)
+	}
+	return repair(ctx, c)
+}
+
+// repair is webhooks.Repair over everything dev installs in a cluster.
+func repair(ctx context.Context, c client.Client) (webhooks.Leftovers, error) {
+	return webhooks.Repair(ctx, c, state.Running, &runtimev1.ExtensionConfigList{})
+}
+
+// Kill makes a running or coming Stop quick, for a second Ctrl-C: Cluster
+// API core, kube-apiserver and etcd get SIGKILL at once and Stop waits for
+// no graceful exit. Stop still removes what dev installed and its state.
+func (e *Environment) Kill() {
+	e.forceOnce.Do(func() {
+		close(e.force)
+		e.Core.Kill()
+		e.controlPlane.Kill()
+	})
+}
+
+// record notes a child process in the state folder, so that the next start
+// kills it should this dev die without stopping it (and without the
+// parent-death signal, outside Linux).
+func (e *Environment) record(name string, pid int) {
+	if err := e.lock.Record(name, pid); err != nil {
+		ctrl.Log.WithName("dev").Error(err, "Failed to record a child process", "process", name, "pid", pid)
+	}
 }
 
 func capimoduleLocate() (string, error) {

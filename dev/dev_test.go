@@ -201,6 +201,15 @@ func TestCtrlCStopsTheBinaryAndEveryChild(t *testing.T) {
 	g.Expect(names).To(HaveKey("etcd"))
 	g.Expect(names).To(HaveKey("kube-apiserver"))
 	g.Expect(names).To(HaveKey("manager"), "Cluster API core's manager")
+	// Every listener of ours is on loopback: dev's webhook server (which
+	// serves the runtime extension too), etcd and kube-apiserver. Core's
+	// webhook server has no host flag upstream and binds every interface.
+	expectLoopbackOnly(g, r.cmd.Process.Pid, "capi-monolith dev")
+	for _, pid := range children {
+		if name := processName(pid); name == "etcd" || name == "kube-apiserver" {
+			expectLoopbackOnly(g, pid, name)
+		}
+	}
 
 	r.interrupt(t, g)
 	for _, pid := range children {

@@ -1,7 +1,9 @@
 package dev_test
 
 import (
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/dev"
@@ -45,4 +48,59 @@ func TestAnExistingClusterIsLeftAsItWasOnExit(t *testing.T) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
 	g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion is given back")
+}
+
+// kill -9 of dev in --kubeconfig mode leaves webhooks with failurePolicy
+// Fail and CRD conversion pointing at a dead port: `dev --cleanup` undoes
+// it, and so does the next start.
+func TestAnExistingClusterIsRepairedAfterDevWasKilled(t *testing.T) {
+	g := NewWithT(t)
+	existing, err := envtest.Start(t.Context(), envtest.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = existing.Stop() })
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "existing.kubeconfig")
+	g.Expect(existing.WriteKubeconfig(kubeconfig)).To(Succeed())
+	ctx := t.Context()
+
+	kill := func() {
+		r := startBinary(t, g, dir, "--kubeconfig="+kubeconfig, "--quiet")
+		children := descendants(r.cmd.Process.Pid)
+		g.Expect(r.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		g.Eventually(r.exited).WithTimeout(exitTimeout).Should(Receive())
+		expectGone(g, children)
+		// What the killed dev left is there: this is what must be undone.
+		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "capi-monolith-dev-core"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
+		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter))
+	}
+	expectAsFound := func() {
+		for _, name := range []string{"capi-monolith-dev-core", "capi-monolith-dev-infra"} {
+			err := existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", name, err)
+			err = existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.MutatingWebhookConfiguration{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", name, err)
+		}
+		err := existing.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, &runtimev1.ExtensionConfig{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ExtensionConfig: %v", err)
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
+		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion is given back")
+		g.Expect(crd.Annotations).NotTo(HaveKey("dev.capi-monolith.io/original-conversion"))
+		// The cluster serves Cluster API objects again.
+		g.Expect(existing.Client.List(ctx, &clusterv1.ClusterList{})).To(Succeed())
+	}
+
+	kill()
+	out, err := exec.Command(binary, "dev", "--cleanup", "--kubeconfig="+kubeconfig).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+	g.Expect(string(out)).To(ContainSubstring("Removed from the cluster of " + kubeconfig))
+	expectAsFound()
+
+	kill()
+	r := startBinary(t, g, dir, "--kubeconfig="+kubeconfig)
+	g.Expect(r.stderr.String()).To(ContainSubstring("repaired what a killed capi-monolith dev left in the cluster"))
+	r.interrupt(t, g)
+	expectAsFound()
 }

@@ -7,6 +7,10 @@ import (
 	"github.com/moby/moby/client"
 	. "github.com/onsi/gomega"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
@@ -59,8 +63,25 @@ func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
 	// whatever happened, leave no container or network on the host.
 	var ns string
 	t.Cleanup(func() {
-		if b, err := docker.New(docker.Options{Client: dc}); err == nil && ns != "" {
-			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: ns, Name: "c"})
+		if ns == "" {
+			return
+		}
+		// Pause the Cluster first: its objects stay in the API, and the
+		// manager of every later test in this suite would otherwise make
+		// its load balancer and network again (the leak the leftover check
+		// in TestMain found).
+		cluster := &clusterv1.Cluster{}
+		if err := env.Client.Get(context.Background(), crclient.ObjectKey{Namespace: ns, Name: "c"}, cluster); err == nil {
+			base := cluster.DeepCopy()
+			cluster.Spec.Paused = ptr.To(true)
+			if err := env.Client.Patch(context.Background(), cluster, crclient.MergeFrom(base)); err != nil {
+				t.Errorf("failed to pause the test's Cluster: %v", err)
+			}
+		}
+		if b, err := docker.New(docker.Options{Client: dc}); err == nil {
+			if err := b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: ns, Name: "c"}); err != nil {
+				t.Errorf("failed to delete the test's Docker objects: %v", err)
+			}
 		}
 	})
 	start(t, "--docker-unprivileged-nodes")

@@ -77,6 +77,7 @@ func newFixture(t *testing.T, opts fixtureOptions) fixture {
 	ns, err := env.CreateNamespace(ctx, "pool")
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name
+	recordNamespace(n)
 	if opts.created != nil {
 		opts.created(n)
 	}

@@ -69,5 +69,11 @@ func run(m *testing.M) (code int, reterr error) {
 		return 1, err
 	}
 	defer func() { reterr = errors.Join(reterr, core.Stop()) }()
-	return m.Run(), nil
+	code = m.Run()
+	// Checked after every test, so that a later test's manager recreating
+	// what an earlier test removed is caught too.
+	if err := dockerLeftovers(ctx); err != nil {
+		return 1, err
+	}
+	return code, nil
 }

@@ -118,6 +118,7 @@ func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, op
 	webhooksEnabled := opts.WebhookPort != 0
 	if webhooksEnabled {
 		ctrlOptions.WebhookServer, err = newWebhookServer(enabled, webhook.Options{
+			Host:     opts.WebhookHost,
 			Port:     opts.WebhookPort,
 			CertDir:  opts.WebhookCertDir,
 			CertName: opts.WebhookCertName,

@@ -3,9 +3,11 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/cluster-api/util/flags"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -48,6 +50,10 @@ type Options struct {
 	// HealthAddr is where /healthz and /readyz are served; "0" disables it.
 	HealthAddr string
 
+	// WebhookHost is the address the webhook server binds to; empty means
+	// every interface, as in-cluster providers have it (the Service reaches
+	// the Pod's IP). `capi-monolith dev` sets 127.0.0.1.
+	WebhookHost string
 	// WebhookPort is the port of the webhook server; 0 disables webhooks.
 	WebhookPort     int
 	WebhookCertDir  string
@@ -100,6 +106,8 @@ func BindFlags(fs *pflag.FlagSet, opts *Options, reg *modules.Registry) {
 	fs.StringVar(&opts.HealthAddr, "health-addr", ":9440",
 		"The address the health endpoint (/healthz, /readyz) binds to; 0 disables it.")
 
+	fs.StringVar(&opts.WebhookHost, "webhook-host", "",
+		"Address the webhook server binds to (an IP or a host name); empty: every interface.")
 	fs.IntVar(&opts.WebhookPort, "webhook-port", 9443,
 		"Webhook server port; 0 disables the webhook server (controllers then re-validate their input).")
 	fs.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/",
@@ -159,6 +167,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookPort < 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be between 0 and 65535, got %d", o.WebhookPort))
+	}
+	if h := o.WebhookHost; h != "" && net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(h)) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-host must be an IP address or a host name, got %q", h))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))

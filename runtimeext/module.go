@@ -91,10 +91,11 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return runtimev1.AddToScheme(scheme)
 }
 
-// The module reads IP pools from the shared cache and records Events on
-// Clusters. Self-registration's RBAC (get and create of one ExtensionConfig)
+// The module reads IP pools and the Clusters hook requests name from the
+// shared cache and records Events on Clusters. Self-registration's RBAC (get and create of one ExtensionConfig)
 // is not here: it is opt-in, granted by a file of its own.
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 

@@ -95,6 +95,16 @@ type Options struct {
 	// OnExit, when set, is called each time the process exits unexpectedly
 	// after it was ready, with the exit error and whether it is restarted.
 	OnExit func(err error, restarting bool)
+
+	// Owner, when set, marks the webhook configurations Start installs as
+	// installed by dev and owned by this process (see webhooks.Mark), so
+	// that a later dev can undo them should this process be killed.
+	Owner string
+
+	// OnStart, when set, is called with the process id each time the
+	// process is started (restarts included), e.g. to record it for a later
+	// start to find should this one be killed.
+	OnStart func(pid int)
 }
 
 // Process is a running Cluster API core manager.
@@ -119,6 +129,8 @@ type Process struct {
 	cmd      *exec.Cmd
 	ready    bool
 	stopping bool
+	// force is closed by Kill: Stop no longer waits for a graceful exit.
+	force chan struct{}
 
 	exited chan struct{}
 	// err is written once before exited is closed.
@@ -159,6 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		binary: binary,
 		output: newTailWriter(opts.Output),
 		exited: make(chan struct{}),
+		force:  make(chan struct{}),
 		certs:  opts.Certs,
 	}
 	// On failure, undo whatever was done so far, the process included.
@@ -218,6 +231,9 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	wh, err := webhooks.Read(manifests, capi.WebhookManifests(), name, baseURL, p.certs.CAPEM)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Owner != "" {
+		wh.Mark(opts.Owner)
 	}
 	names, err := crds.Names(capi.CRDDirectory())
 	if err != nil {
@@ -303,6 +319,9 @@ func (p *Process) run() error {
 					started <- p.err
 				}
 				return
+			}
+			if p.opts.OnStart != nil {
+				p.opts.OnStart(cmd.Process.Pid)
 			}
 			if started != nil {
 				started <- nil
@@ -432,12 +451,34 @@ func (p *Process) terminate() error {
 	case <-p.exited:
 		return nil
 	case <-timer.C:
+	case <-p.force:
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("failed to send SIGKILL to Cluster API core manager: %w", err)
 	}
 	<-p.exited
 	return nil
+}
+
+// Kill sends SIGKILL to the process group at once and keeps it from being
+// restarted; a Stop running or to come then does not wait for a graceful
+// exit, and still removes what Start installed. For a second Ctrl-C.
+func (p *Process) Kill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.stopping = true
+	cmd := p.cmd
+	select {
+	case <-p.force:
+	default:
+		close(p.force)
+	}
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 // Exited is closed when the process has exited for good: stopped, or dead

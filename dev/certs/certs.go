@@ -36,6 +36,9 @@ type Options struct {
 	CommonName string
 	// Validity of both certificates. Default: DefaultValidity.
 	Validity time.Duration
+	// Hosts are more IP addresses or DNS names the serving certificate is
+	// for, besides loopback (e.g. dev's --webhook-host).
+	Hosts []string
 }
 
 // Bundle is a CA and a serving certificate it signed for 127.0.0.1, ::1 and
@@ -92,6 +95,13 @@ func New(opts Options) (*Bundle, error) {
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range opts.Hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			template.IPAddresses = append(template.IPAddresses, ip)
+		} else {
+			template.DNSNames = append(template.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
 	if err != nil {

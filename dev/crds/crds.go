@@ -18,10 +18,15 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -104,20 +109,100 @@ func decode(data []byte, source string) ([]*apiextensionsv1.CustomResourceDefini
 
 // Install creates the CRDs, or updates the ones that exist (an earlier run
 // on the same data, or an existing cluster), and waits until the apiserver
-// serves every one of them.
+// serves every version of every one of them.
 func Install(ctx context.Context, cfg *rest.Config, list []*apiextensionsv1.CustomResourceDefinition) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("failed to install CRDs: %w", err)
 	}
-	// controller-runtime's envtest installer creates or updates, then polls
-	// discovery until every version is served: exactly what is needed here.
-	if _, err := crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{
-		CRDs:               list,
-		MaxTime:            DefaultInstallTimeout,
-		PollInterval:       100 * time.Millisecond,
-		ErrorIfPathMissing: false,
-	}); err != nil {
-		return fmt.Errorf("failed to install %d CRDs: %w", len(list), err)
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("failed to build the CRD scheme: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("failed to create a client: %w", err)
+	}
+	for _, want := range list {
+		if err := apply(ctx, c, want.DeepCopy()); err != nil {
+			return err
+		}
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create a discovery client: %w", err)
+	}
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, DefaultInstallTimeout, true, func(ctx context.Context) (bool, error) {
+		lastErr = served(disc, list)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to wait for %d CRDs to be served: %w (last check: %w)", len(list), err, lastErr)
+	}
+	return nil
+}
+
+// apply creates crd, or replaces the spec of the one that exists.
+func apply(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) error {
+	existing := &apiextensionsv1.CustomResourceDefinition{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(crd), existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := c.Create(ctx, crd); err != nil {
+			return fmt.Errorf("failed to create CRD %s: %w", crd.Name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to get CRD %s: %w", crd.Name, err)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), existing); err != nil {
+			return err
+		}
+		// A conversion webhook in place (Cluster API installed for real, or
+		// dev's own) is not the manifests' to take away: keep it.
+		conv := existing.Spec.Conversion
+		existing.Spec = crd.Spec
+		if conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter &&
+			(crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy == apiextensionsv1.NoneConverter) {
+			existing.Spec.Conversion = conv
+		}
+		for k, v := range crd.Labels {
+			if existing.Labels == nil {
+				existing.Labels = map[string]string{}
+			}
+			existing.Labels[k] = v
+		}
+		if err := c.Update(ctx, existing); err != nil {
+			return fmt.Errorf("failed to update CRD %s: %w", crd.Name, err)
+		}
+		return nil
+	})
+}
+
+// served checks that discovery lists every served version of every CRD.
+func served(disc discovery.DiscoveryInterface, list []*apiextensionsv1.CustomResourceDefinition) error {
+	for _, crd := range list {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := crd.Spec.Group + "/" + v.Name
+			resources, err := disc.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return fmt.Errorf("failed to discover %s: %w", gv, err)
+			}
+			found := false
+			for _, r := range resources.APIResources {
+				if r.Name == crd.Spec.Names.Plural {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s is not served in %s yet", crd.Spec.Names.Plural, gv)
+			}
+		}
 	}
 	return nil
 }

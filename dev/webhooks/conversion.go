@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -28,6 +29,19 @@ func UseConversionWebhook(ctx context.Context, c client.Client, names []string, 
 			return done, fmt.Errorf("failed to get CRD %s (are Cluster API's CRDs installed?): %w", name, err)
 		}
 		base := crd.DeepCopy()
+		// Record the original on the CRD itself, in the same patch: should
+		// this process be killed, Repair finds it there. One recorded
+		// already (by a dev killed before any Repair) is the true original.
+		if _, recorded := crd.Annotations[OriginalConversionAnnotation]; !recorded {
+			original, err := json.Marshal(base.Spec.Conversion)
+			if err != nil {
+				return done, fmt.Errorf("failed to record the conversion of CRD %s: %w", name, err)
+			}
+			if crd.Annotations == nil {
+				crd.Annotations = map[string]string{}
+			}
+			crd.Annotations[OriginalConversionAnnotation] = string(original)
+		}
 		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
 			Strategy: apiextensionsv1.WebhookConverter,
 			Webhook: &apiextensionsv1.WebhookConversion{
@@ -58,12 +72,17 @@ func RestoreConversion(ctx context.Context, c client.Client, patches []Conversio
 			continue
 		}
 		conv := crd.Spec.Conversion
-		if conv == nil || conv.Webhook == nil || conv.Webhook.ClientConfig == nil ||
-			conv.Webhook.ClientConfig.URL == nil || *conv.Webhook.ClientConfig.URL != url {
+		ours := conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil &&
+			conv.Webhook.ClientConfig.URL != nil && *conv.Webhook.ClientConfig.URL == url
+		_, recorded := crd.Annotations[OriginalConversionAnnotation]
+		if !ours && !recorded {
 			continue
 		}
 		base := crd.DeepCopy()
-		crd.Spec.Conversion = p.Original
+		delete(crd.Annotations, OriginalConversionAnnotation)
+		if ours {
+			crd.Spec.Conversion = p.Original
+		}
 		if err := c.Patch(ctx, crd, client.MergeFrom(base)); err != nil {
 			errs = append(errs, fmt.Errorf("failed to restore the conversion of CRD %s: %w", p.Name, err))
 		}

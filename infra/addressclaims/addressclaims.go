@@ -2,13 +2,16 @@
 // pools (spec.addressesFromPools), as Cluster API's IPAM contract wants of
 // an infrastructure provider: one IPAddressClaim per pool, named
 // <machine>-<index>, owned by the machine and holding a finalizer until the
-// machine's node is gone. The infra module's machine controller and the
+// machine's node is gone. A claim is found by name but used, and released,
+// only when this very machine (by UID) controls it and it is not being
+// deleted. The infra module's machine controller and the
 // machinepool module's instance controller both claim through it, so that a
 // pool instance gets its addresses exactly as a single machine does.
 package addressclaims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -54,6 +57,30 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
+		}
+		if !ownedBy(claim, mm) {
+			if !claim.DeletionTimestamp.IsZero() {
+				// A claim of an earlier machine of this name, going away:
+				// ours is made once the name is free.
+				pending++
+				continue
+			}
+			// Never use (or later delete) what another object claimed.
+			msg := fmt.Sprintf("IPAddressClaim %s exists and belongs to another object; delete it or rename the machine", key.Name)
+			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, msg)
+			return nil, false, errors.New(msg)
+		}
+		if !claim.DeletionTimestamp.IsZero() {
+			// Our claim is being deleted while the machine lives: its
+			// address is on its way back to the pool, so it is not used.
+			// Before the node exists, let it go and claim again.
+			if mm.Spec.ProviderID == "" {
+				if err := removeFinalizer(ctx, c, claim); err != nil {
+					return nil, false, err
+				}
+			}
+			pending++
+			continue
 		}
 		if claim.Status.AddressRef.Name == "" {
 			pending++
@@ -132,18 +159,39 @@ func Release(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachine)
 			}
 			return fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
 		}
-		if controllerutil.ContainsFinalizer(claim, v1alpha1.ClaimFinalizer) {
-			original := claim.DeepCopy()
-			controllerutil.RemoveFinalizer(claim, v1alpha1.ClaimFinalizer)
-			if err := c.Patch(ctx, claim, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("failed to remove our finalizer from IPAddressClaim %s: %w", key.Name, err)
-			}
+		if !ownedBy(claim, mm) {
+			// Another object's claim of the same name is not ours to free.
+			continue
+		}
+		if err := removeFinalizer(ctx, c, claim); err != nil {
+			return err
 		}
 		if claim.DeletionTimestamp.IsZero() {
 			if err := c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to delete IPAddressClaim %s: %w", key.Name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// ownedBy reports whether mm (this very object, by UID) controls claim:
+// claims are found by name, and a name can be taken by another object or
+// by an earlier machine of the same name.
+func ownedBy(claim *ipamv1.IPAddressClaim, mm *v1alpha1.MonolithMachine) bool {
+	ref := metav1.GetControllerOf(claim)
+	return ref != nil && ref.UID == mm.UID
+}
+
+// removeFinalizer takes our finalizer off claim.
+func removeFinalizer(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim) error {
+	if !controllerutil.ContainsFinalizer(claim, v1alpha1.ClaimFinalizer) {
+		return nil
+	}
+	original := claim.DeepCopy()
+	controllerutil.RemoveFinalizer(claim, v1alpha1.ClaimFinalizer)
+	if err := c.Patch(ctx, claim, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to remove our finalizer from IPAddressClaim %s: %w", claim.Name, err)
 	}
 	return nil
 }

@@ -25,6 +25,12 @@ import (
 // RetryAfter is how long a failed bootstrap waits before it runs again.
 const RetryAfter = 30 * time.Second
 
+// DefaultTimeout bounds one run of the bootstrap data: kubeadm init or join
+// takes minutes at most; a run still going after this is stuck (a command
+// waiting on input or on something that never comes), and fails so that
+// the condition says so and the run is retried after RetryAfter.
+const DefaultTimeout = 20 * time.Minute
+
 // Options say what to run where.
 type Options struct {
 	// Client reads the bootstrap data Secret (Secrets bypass the cache).
@@ -36,6 +42,8 @@ type Options struct {
 	Node    backend.MachineRef
 	// SecretName is the bootstrap data Secret, in the machine's namespace.
 	SecretName string
+	// Timeout bounds one run. Default: DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Reconcile starts the bootstrap of mm's node, or reports how it goes. The
@@ -56,9 +64,18 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 			return ctrl.Result{}, err
 		}
 		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node")
-		b, node := opts.Backend, opts.Node
+		b, node, timeout := opts.Backend, opts.Node, opts.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
 		opts.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
-			return b.Bootstrap(ctx, node, data, progress)
+			ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("bootstrap did not finish within %s", timeout))
+			defer cancel()
+			err := b.Bootstrap(ctx, node, data, progress)
+			if err != nil && context.Cause(ctx) != nil && ctx.Err() == context.DeadlineExceeded {
+				return context.Cause(ctx)
+			}
+			return err
 		})
 		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, "Starting")
 	case state.Running:

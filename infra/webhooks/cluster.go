@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -83,9 +84,13 @@ func validateClusterSpec(spec *v1alpha1.MonolithClusterSpec, path *field.Path) f
 	errs = append(errs, validateEndpoint(spec.ControlPlaneEndpoint, path.Child("controlPlaneEndpoint"))...)
 	if d := spec.Backend.Docker; d != nil {
 		p := backendPath.Child("docker")
-		if d.Network != "" && !dockerNetworkName.MatchString(d.Network) {
+		switch {
+		case d.Network != "" && !dockerNetworkName.MatchString(d.Network):
 			errs = append(errs, field.Invalid(p.Child("network"), d.Network,
 				"must be a Docker network name: a letter or digit, then letters, digits, '_', '.' or '-'"))
+		case v1alpha1.IsReservedDockerNetwork(d.Network):
+			errs = append(errs, field.Invalid(p.Child("network"), d.Network,
+				"must not be one of Docker's predefined networks ("+strings.Join(v1alpha1.ReservedDockerNetworks, ", ")+"): nodes on host would share the host's network namespace"))
 		}
 		if d.LoadBalancerHostPort < 0 || d.LoadBalancerHostPort > 65535 {
 			errs = append(errs, field.Invalid(p.Child("loadBalancerHostPort"), d.LoadBalancerHostPort,

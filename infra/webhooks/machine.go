@@ -45,10 +45,25 @@ func validateMachineSpec(spec *v1alpha1.MonolithMachineSpec, path *field.Path) f
 }
 
 func validateDelay(d *metav1.Duration, path *field.Path) field.ErrorList {
-	if d == nil || d.Duration >= 0 {
+	switch {
+	case d == nil || (d.Duration >= 0 && d.Duration <= v1alpha1.MaxSimulatedDelay):
 		return nil
+	case d.Duration < 0:
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must not be negative")}
 	}
-	return field.ErrorList{field.Invalid(path, d.Duration.String(), "must not be negative")}
+	return field.ErrorList{field.Invalid(path, d.Duration.String(), "must be at most "+v1alpha1.MaxSimulatedDelay.String())}
+}
+
+// validateClusterNameLabelUpdate keeps the cluster-name label of a machine
+// once set: the node's container and the cluster's leftover cleanup find a
+// machine by it, so a changed label would orphan its node.
+func validateClusterNameLabelUpdate(oldObj, obj client.Object) field.ErrorList {
+	old := oldObj.GetLabels()[clusterv1.ClusterNameLabel]
+	if cur, ok := obj.GetLabels()[clusterv1.ClusterNameLabel]; old != "" && (!ok || cur != old) {
+		return field.ErrorList{field.Forbidden(field.NewPath("metadata", "labels").Key(clusterv1.ClusterNameLabel),
+			fmt.Sprintf("cannot change or be removed once set; it is %q", old))}
+	}
+	return nil
 }
 
 // poolKey identifies a pool reference; two references with one key would

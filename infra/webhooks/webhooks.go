@@ -212,6 +212,7 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.O
 		errs = validateClusterTemplateUpdate(ctx, oldO.(*v1alpha1.MonolithClusterTemplate), o)
 	case *v1alpha1.MonolithMachine:
 		errs = validateMachineUpdate(&oldO.(*v1alpha1.MonolithMachine).Spec, &o.Spec)
+		errs = append(errs, validateClusterNameLabelUpdate(oldO, o)...)
 	case *v1alpha1.MonolithMachineTemplate:
 		errs = validateMachineTemplateUpdate(ctx, oldO.(*v1alpha1.MonolithMachineTemplate), o)
 	}

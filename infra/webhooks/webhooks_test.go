@@ -106,6 +106,24 @@ func TestCreate(t *testing.T) {
 			wantErr: []string{byClusterWebhook, `spec.backend.docker.network: Invalid value: "-my net": must be a Docker network name`},
 		},
 		{
+			name: "Docker's host network (nodes in the host's network namespace) is rejected",
+			obj: func(ns string) client.Object {
+				return cluster(ns, "c", v1alpha1.MonolithClusterSpec{
+					Backend: v1alpha1.ClusterBackend{Docker: &v1alpha1.DockerClusterBackend{Network: "host"}},
+				})
+			},
+			wantErr: []string{byClusterWebhook, `spec.backend.docker.network: Invalid value: "host": must not be one of Docker's predefined networks (bridge, default, docker_gwbridge, host, ingress, nat, none)`},
+		},
+		{
+			name: "a predefined Docker network is rejected in a template too, whatever its case",
+			obj: func(ns string) client.Object {
+				return clusterTemplate(ns, "t", v1alpha1.MonolithClusterSpec{
+					Backend: v1alpha1.ClusterBackend{Docker: &v1alpha1.DockerClusterBackend{Network: "None"}},
+				})
+			},
+			wantErr: []string{byClusterTemplateWebhook, `spec.template.spec.backend.docker.network: Invalid value: "None": must not be one of Docker's predefined networks`},
+		},
+		{
 			name: "an unparsable nodeCIDR is rejected",
 			obj: func(ns string) client.Object {
 				return cluster(ns, "c", v1alpha1.MonolithClusterSpec{
@@ -190,6 +208,15 @@ func TestCreate(t *testing.T) {
 				})
 			},
 			wantErr: []string{byMachineWebhook, `spec.addressesFromPools[2]: Duplicate value: "MonolithIPPool.ipam.cluster.x-k8s.io pool"`},
+		},
+		{
+			name: "a simulated delay over an hour is rejected",
+			obj: func(ns string) client.Object {
+				return machine(ns, "m", v1alpha1.MonolithMachineSpec{
+					Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{ProvisioningDelay: duration(2 * time.Hour)}},
+				})
+			},
+			wantErr: []string{byMachineWebhook, `spec.backend.inMemory.provisioningDelay: Invalid value: "2h0m0s": must be at most 1h0m0s`},
 		},
 		{
 			name: "every problem of a machine is reported at once",
@@ -495,11 +522,31 @@ func TestMachineUpdate(t *testing.T) {
 	tests := []struct {
 		name    string
 		spec    v1alpha1.MonolithMachineSpec
+		labels  map[string]string
 		mutate  func(m *v1alpha1.MonolithMachine)
 		wantErr []string
 		// notInErr is a field the message must not name.
 		notInErr string
 	}{
+		{
+			name:   "setting the cluster-name label from empty is accepted",
+			spec:   v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend()},
+			mutate: func(m *v1alpha1.MonolithMachine) { inCluster(m, "c") },
+		},
+		{
+			name:    "changing the cluster-name label (which would orphan the node) is rejected",
+			spec:    v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend()},
+			labels:  map[string]string{clusterv1.ClusterNameLabel: "c"},
+			mutate:  func(m *v1alpha1.MonolithMachine) { inCluster(m, "other") },
+			wantErr: []string{byMachineWebhook, `metadata.labels[cluster.x-k8s.io/cluster-name]: Forbidden: cannot change or be removed once set; it is "c"`},
+		},
+		{
+			name:    "removing the cluster-name label is rejected",
+			spec:    v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend()},
+			labels:  map[string]string{clusterv1.ClusterNameLabel: "c", "team": "a"},
+			mutate:  func(m *v1alpha1.MonolithMachine) { delete(m.Labels, clusterv1.ClusterNameLabel) },
+			wantErr: []string{`metadata.labels[cluster.x-k8s.io/cluster-name]: Forbidden`},
+		},
 		{
 			name:   "setting providerID from empty is accepted",
 			spec:   v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend()},
@@ -557,6 +604,7 @@ func TestMachineUpdate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := machine(newNamespace(t, g, "machine-update"), "m", tt.spec)
+			m.Labels = tt.labels
 			g.Expect(env.Client.Create(t.Context(), m)).To(Succeed())
 			tt.mutate(m)
 			err := env.Client.Update(t.Context(), m)

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/capi-monolith/capi-monolith/contracts/dryrun"
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
 
@@ -163,11 +164,16 @@ func backendNames(docker, inMemory bool) string {
 	return "none"
 }
 
+// validateDelay applies infra's rule: an instance with a delay infra's
+// webhook rejects could never be created.
 func validateDelay(d *metav1.Duration, path *field.Path) field.ErrorList {
-	if d == nil || d.Duration >= 0 {
+	switch {
+	case d == nil || (d.Duration >= 0 && d.Duration <= infrav1.MaxSimulatedDelay):
 		return nil
+	case d.Duration < 0:
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must not be negative")}
 	}
-	return field.ErrorList{field.Invalid(path, d.Duration.String(), "must not be negative")}
+	return field.ErrorList{field.Invalid(path, d.Duration.String(), "must be at most "+infrav1.MaxSimulatedDelay.String())}
 }
 
 type poolKey struct{ apiGroup, kind, name string }

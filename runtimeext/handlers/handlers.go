@@ -16,12 +16,15 @@ import (
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/topology"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/upgrade"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 )
 
 // Options are what the handlers need.
 type Options struct {
-	// Reader reads IP pools for the capacity gate: the manager's cached
-	// client. Nil turns the gate off.
+	// Reader reads IP pools for the capacity gate and the Clusters hook
+	// requests name (a hook acts only on a Cluster it finds with the
+	// request's UID): the manager's cached client. Nil turns the gate and
+	// that check off, for tests.
 	Reader client.Reader
 	// Recorder records calls; nil records nothing.
 	Recorder *record.Recorder
@@ -37,12 +40,18 @@ const (
 // List returns every handler, one per hook of Cluster API v1.14's catalog
 // (Discovery is added by the server itself).
 func List(opts Options) ([]server.ExtensionHandler, error) {
-	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder}
+	// With a reader, hooks act only on Clusters it knows (package scope):
+	// the hook paths have no client authentication by default.
+	var clusters *scope.Clusters
+	if opts.Reader != nil {
+		clusters = &scope.Clusters{Reader: opts.Reader}
+	}
+	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder, Clusters: clusters}
 	t, err := topology.New(opts.Recorder)
 	if err != nil {
 		return nil, err
 	}
-	u := &upgrade.Handlers{Recorder: opts.Recorder}
+	u := &upgrade.Handlers{Recorder: opts.Recorder, Clusters: clusters}
 	i := &inplace.Handlers{Recorder: opts.Recorder}
 	fail, ignore := runtimehooksv1.FailurePolicyFail, runtimehooksv1.FailurePolicyIgnore
 	h := func(name string, hook, fn runtimecatalog.Hook, timeout int32, policy runtimehooksv1.FailurePolicy) server.ExtensionHandler {

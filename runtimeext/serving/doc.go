@@ -6,9 +6,11 @@
 //
 //   - 405 for anything but POST, 413 for oversized bodies, 400 for malformed
 //     JSON or a request of the wrong apiVersion/kind, before any handler runs;
-//   - a deadline taken from the ?timeout= query Cluster API sends, minus a
-//     margin, after which the call answers 504 (so that Cluster API applies
-//     the handler's failurePolicy) instead of letting the client time out;
+//   - a deadline taken from the ?timeout= query Cluster API sends (at most
+//     MaxTimeout, 30 s; more answers 400), minus a margin, after which the
+//     call answers 504 (so that Cluster API applies the handler's
+//     failurePolicy) instead of letting the client time out, and the
+//     handler's context is cancelled;
 //   - panic recovery that answers a Failure response with a fixed message;
 //   - a discovery response sorted by handler name;
 //   - optional mTLS: with a client CA, hook paths require a client

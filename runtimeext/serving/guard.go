@@ -191,6 +191,11 @@ func (h *guardedHandler) timeout(r *http.Request) (time.Duration, error) {
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("query parameter timeout must be a positive duration, got %q", q)
 	}
+	// Cluster API never asks for more than 30 s; a larger value would only
+	// let a caller keep a handler (and its goroutine) busy for long.
+	if d > MaxTimeout {
+		return 0, fmt.Errorf("query parameter timeout must be at most %s, got %q", MaxTimeout, q)
+	}
 	margin := min(d/10, time.Second)
 	return d - margin, nil
 }

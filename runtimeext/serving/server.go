@@ -26,6 +26,9 @@ const (
 	// DefaultTimeout bounds a call that names no ?timeout=; 30 s is the
 	// largest timeoutSeconds Cluster API accepts from discovery.
 	DefaultTimeout = 30 * time.Second
+	// MaxTimeout is the largest ?timeout= a hook call may ask for (the
+	// largest timeoutSeconds Cluster API accepts); larger ones answer 400.
+	MaxTimeout = 30 * time.Second
 )
 
 // Options configure New. Zero values mean the documented defaults.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,8 +40,13 @@ type running struct {
 	client  *http.Client
 }
 
-// release unblocks the "slow" handler when its test ends.
-var release = make(chan struct{})
+// release unblocks the "slow" handler when its test ends; slowCancelled is
+// closed once the slow handler saw its context cancelled.
+var (
+	release       = make(chan struct{})
+	slowCancelled = make(chan struct{})
+	slowOnce      sync.Once
+)
 
 func testHandlers() ([]server.ExtensionHandler, error) {
 	list, err := handlers.List(handlers.Options{})
@@ -57,8 +63,12 @@ func testHandlers() ([]server.ExtensionHandler, error) {
 		},
 		server.ExtensionHandler{
 			Name: "slow", Hook: runtimehooksv1.AfterControlPlaneInitialized, TimeoutSeconds: ptr.To[int32](1), FailurePolicy: &fail,
-			HandlerFunc: func(_ context.Context, _ *runtimehooksv1.AfterControlPlaneInitializedRequest, resp *runtimehooksv1.AfterControlPlaneInitializedResponse) {
-				<-release
+			HandlerFunc: func(ctx context.Context, _ *runtimehooksv1.AfterControlPlaneInitializedRequest, resp *runtimehooksv1.AfterControlPlaneInitializedResponse) {
+				select {
+				case <-ctx.Done():
+					slowOnce.Do(func() { close(slowCancelled) })
+				case <-release:
+				}
 				resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 			},
 		},
@@ -243,6 +253,12 @@ func TestClientErrorsAreHTTPErrorsBeforeAnyHandlerRuns(t *testing.T) {
 		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), string(body))
 		g.Expect(string(body)).To(ContainSubstring("timeout"))
 	})
+	t.Run("a timeout query beyond the maximum answers 400 naming it", func(t *testing.T) {
+		g := NewWithT(t)
+		resp, body := r.post(t, bcc+"?timeout=1h", acpiRequestAs(t, "BeforeClusterCreateRequest"))
+		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), string(body))
+		g.Expect(string(body)).To(ContainSubstring("at most 30s"))
+	})
 	t.Run("plain HTTP is refused", func(t *testing.T) {
 		g := NewWithT(t)
 		resp, err := http.Post(strings.Replace(r.url, "https://", "http://", 1)+bcc, "application/json", bytes.NewReader(acpiRequestAs(t, "BeforeClusterCreateRequest")))
@@ -296,6 +312,9 @@ func TestASlowHandlerAnswers504BeforeTheCallersTimeout(t *testing.T) {
 	// before the caller gives up.
 	g.Expect(resp.StatusCode).To(Equal(http.StatusGatewayTimeout))
 	g.Expect(string(body)).To(ContainSubstring("handler slow did not answer within 900ms"))
+	// The handler's context is cancelled with the answer: work it does
+	// with it (API reads) stops instead of running on unbounded.
+	g.Eventually(slowCancelled).WithTimeout(5 * time.Second).Should(BeClosed())
 }
 
 func TestAdmissionWebhooksShareThePortAndAreNotGuarded(t *testing.T) {

@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"strings"
+	"time"
+)
+
 // Condition types and reasons shared by the infra kinds.
 const (
 	// LoadBalancerAvailableCondition is True when the cluster's control
@@ -82,3 +87,25 @@ const (
 	// DefaultInMemoryNodeCIDR is where simulated nodes get their addresses.
 	DefaultInMemoryNodeCIDR = "10.128.0.0/16"
 )
+
+// MaxSimulatedDelay bounds the inMemory backend's provisioningDelay and
+// bootstrapDelay: the webhook rejects more, and the backend never waits
+// longer, so that a typo cannot park a machine for years.
+const MaxSimulatedDelay = time.Hour
+
+// ReservedDockerNetworks are the Docker Engine's predefined networks (and
+// swarm's), which a cluster must not use: on "host" the nodes would share
+// the host's network namespace and the load balancer would bind every host
+// interface; the others are not user networks. Compared case-insensitively.
+var ReservedDockerNetworks = []string{"bridge", "default", "docker_gwbridge", "host", "ingress", "nat", "none"}
+
+// IsReservedDockerNetwork reports whether name is one of
+// ReservedDockerNetworks.
+func IsReservedDockerNetwork(name string) bool {
+	for _, r := range ReservedDockerNetworks {
+		if strings.EqualFold(name, r) {
+			return true
+		}
+	}
+	return false
+}

@@ -57,10 +57,12 @@ type DockerMachineBackend struct {
 
 // InMemoryMachineBackend configures the inMemory backend of a machine.
 type InMemoryMachineBackend struct {
-	// provisioningDelay simulates how long the node takes to exist.
+	// provisioningDelay simulates how long the node takes to exist; at most
+	// one hour.
 	// +optional
 	ProvisioningDelay *metav1.Duration `json:"provisioningDelay,omitempty"`
-	// bootstrapDelay simulates how long the bootstrap data takes to run.
+	// bootstrapDelay simulates how long the bootstrap data takes to run; at
+	// most one hour.
 	// +optional
 	BootstrapDelay *metav1.Duration `json:"bootstrapDelay,omitempty"`
 }

@@ -136,16 +136,32 @@ func parseCloudConfig(data []byte, hostname string) (cloudConfig, error) {
 		// The error quotes no content: bootstrap data holds secrets.
 		return cloudConfig{}, fmt.Errorf("bootstrap data is not a valid cloud-config: %w", err)
 	}
+	var total int
 	for i, f := range cfg.WriteFiles {
 		if strings.TrimSpace(f.Path) == "" {
 			return cloudConfig{}, fmt.Errorf("write_files entry %d has no path", i+1)
 		}
-		if _, err := f.decode(); err != nil {
+		content, err := f.decode()
+		if err != nil {
 			return cloudConfig{}, err
+		}
+		// Many small gzip entries must not add up to what one may not be.
+		if total += len(content); total > MaxBootstrapBytes {
+			return cloudConfig{}, fmt.Errorf("bootstrap data decodes to more than %d MiB of write_files", MaxBootstrapBytes>>20)
 		}
 	}
 	return cfg, nil
 }
+
+// Limits of decoded bootstrap data. A Secret holds at most 1 MiB, but gzip
+// expands about a thousandfold: unbounded, one Secret could take gigabytes
+// of the manager every machine shares. kubeadm's files are kilobytes.
+const (
+	// MaxBootstrapFileBytes bounds one decoded write_files entry.
+	MaxBootstrapFileBytes = 16 << 20
+	// MaxBootstrapBytes bounds all decoded write_files entries together.
+	MaxBootstrapBytes = 64 << 20
+)
 
 // filePath is the absolute, clean path of the file.
 func (f cloudConfigFile) filePath() string {
@@ -202,9 +218,13 @@ func gunzip(content []byte, filePath string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write_files entry %s is not valid gzip: %w", filePath, err)
 	}
-	out, err := io.ReadAll(r)
+	// One byte more than allowed tells "too large" from "exactly the limit".
+	out, err := io.ReadAll(io.LimitReader(r, MaxBootstrapFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("write_files entry %s is not valid gzip: %w", filePath, err)
+	}
+	if len(out) > MaxBootstrapFileBytes {
+		return nil, fmt.Errorf("write_files entry %s decompresses to more than %d MiB", filePath, MaxBootstrapFileBytes>>20)
 	}
 	return out, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -166,6 +168,35 @@ func TestParseCloudConfigErrors(t *testing.T) {
 	}
 }
 
+// A gzip bomb (1 KiB that inflates to 17 MiB) is refused before it is
+// inflated whole, and so are many entries that add up.
+func TestParseCloudConfigBoundsDecompressedContent(t *testing.T) {
+	g := NewWithT(t)
+	bomb := func(size int) string {
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		_, _ = w.Write(make([]byte, size))
+		_ = w.Close()
+		return base64.StdEncoding.EncodeToString(buf.Bytes())
+	}
+	one := bomb(MaxBootstrapFileBytes + 1)
+	g.Expect(len(one)).To(BeNumerically("<", 64<<10), "the bomb is small")
+	_, err := parseCloudConfig([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: "+one+"\n"), "host")
+	g.Expect(err).To(MatchError("write_files entry /x decompresses to more than 16 MiB"))
+
+	var many strings.Builder
+	many.WriteString("write_files:\n")
+	part := bomb(MaxBootstrapFileBytes)
+	for i := range 5 {
+		fmt.Fprintf(&many, "- path: /f%d\n  encoding: gzip+base64\n  content: %s\n", i, part)
+	}
+	_, err = parseCloudConfig([]byte(many.String()), "host")
+	g.Expect(err).To(MatchError("bootstrap data decodes to more than 64 MiB of write_files"))
+
+	_, err = parseCloudConfig([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: "+bomb(MaxBootstrapFileBytes)+"\n"), "host")
+	g.Expect(err).NotTo(HaveOccurred(), "exactly the limit is fine")
+}
+
 func TestContainerName(t *testing.T) {
 	long := "a-very-long-machine-name-that-goes-on-and-on-and-on-for-ever-and-ever"
 	tests := []struct {
@@ -197,5 +228,25 @@ func TestContainerName(t *testing.T) {
 		g.Expect(hashedName("ns", "c", "lb")).NotTo(Equal(containerName("ns", "c", "lb")))
 		g.Expect(hashedName("ns", "c", "lb")).To(Equal(hashedName("ns", "c", "lb")))
 		g.Expect(hashedName("ns-c", "lb")).NotTo(Equal(hashedName("ns", "c-lb")))
+	})
+}
+
+// FuzzParseCloudConfig feeds arbitrary bootstrap data (random and mutated
+// cloud-configs) to the parser: no panic, and a refusal never quotes the
+// data (bootstrap data holds secrets). `make fuzz` runs it for long.
+func FuzzParseCloudConfig(f *testing.F) {
+	f.Add([]byte("#cloud-config\nwrite_files:\n- path: /etc/x\n  permissions: '0600'\n  encoding: b64\n  content: aGk=\nruncmd:\n- [kubeadm, init]\n- echo hi\n"))
+	f.Add([]byte("## template: jinja\n#cloud-config\nwrite_files:\n- path: /etc/{{ ds.meta_data.hostname }}\n  content: x\n"))
+	f.Add([]byte("write_files:\n- path: /x\n  encoding: gz+b64\n  content: H4sIAAAAAAAA/w==\n"))
+	f.Add([]byte("#!/bin/sh\n"))
+	f.Add([]byte("runcmd: [[1, 2], {a: b}]\n"))
+	const secret = "s3cr3t-t0ken"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		withSecret := append(append([]byte{}, data...), []byte("\n# "+secret+"\n")...)
+		_, err := parseCloudConfig(withSecret, "host")
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Fatalf("the error quotes the bootstrap data: %v", err)
+		}
+		_, _ = parseCloudConfig(data, "host")
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/capi-monolith/capi-monolith/infra/backend"
 )
@@ -462,4 +463,24 @@ func TestARestartedManagerAdoptsTheContainersItFinds(t *testing.T) {
 	g.Expect(env.nodeContainer(g, ctx, "cp").ID).To(Equal(cp.ID))
 	cfg := env.sh(g, ctx, lb.ID, "cat "+HAProxyConfigPath)
 	g.Expect(strings.Count(cfg, "  server ")).To(Equal(1))
+}
+
+// A reserved network (here host: nodes in the host's network namespace, the
+// load balancer on every host interface) is refused by the backend too, for
+// objects that bypassed the webhook: a terminal error and nothing created.
+func TestReconcileClusterRefusesDockersPredefinedNetworks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := testContext(t)
+	defer cancel()
+	b := newTestBackend(t)
+	env := newTestEnv(t, b)
+	for _, name := range []string{"host", "none", "bridge", "default", "Host"} {
+		g := NewWithT(t)
+		spec := env.clusterSpec()
+		spec.Backend.Docker.Network = name
+		_, err := b.ReconcileCluster(ctx, spec)
+		g.Expect(err).To(MatchError(ContainSubstring("one of Docker's predefined networks")), name)
+		g.Expect(errors.Is(err, reconcile.TerminalError(nil))).To(BeTrue(), "%s: a terminal error", name)
+		g.Expect(env.containers(g, ctx, nil)).To(BeEmpty(), "%s: no load balancer", name)
+	}
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/backend"
 )
 
@@ -77,6 +79,12 @@ func (b *Backend) findNetwork(ctx context.Context, name string) (network.Network
 // subnet is the one Docker's own allocator picks (create, read, recreate
 // with it), so that it does not collide with the host's other networks.
 func (b *Backend) ensureNetwork(ctx context.Context, name string, creator backend.ClusterRef) (networkInfo, error) {
+	// The webhook rejects these; re-checked here for objects that bypassed
+	// it (webhooks off, or created before the check existed). Terminal: no
+	// retry makes the name acceptable.
+	if v1alpha1.IsReservedDockerNetwork(name) {
+		return networkInfo{}, reconcile.TerminalError(fmt.Errorf("docker network %q is one of Docker's predefined networks (%s) and cannot hold a cluster", name, strings.Join(v1alpha1.ReservedDockerNetworks, ", ")))
+	}
 	b.networkLock.Lock()
 	defer b.networkLock.Unlock()
 

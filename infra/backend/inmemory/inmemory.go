@@ -135,11 +135,12 @@ func (b *Backend) EnsureNode(_ context.Context, spec backend.NodeSpec) (backend.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if im := spec.Backend.InMemory; im != nil {
+		// Bounded here too, for objects that bypassed the webhook.
 		if im.ProvisioningDelay != nil {
-			delay = im.ProvisioningDelay.Duration
+			delay = min(max(im.ProvisioningDelay.Duration, 0), v1alpha1.MaxSimulatedDelay)
 		}
 		if im.BootstrapDelay != nil {
-			b.bootstrapDelays[spec.Machine] = im.BootstrapDelay.Duration
+			b.bootstrapDelays[spec.Machine] = min(max(im.BootstrapDelay.Duration, 0), v1alpha1.MaxSimulatedDelay)
 		}
 	}
 	first, ok := b.created[spec.Machine]

@@ -70,7 +70,10 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 	log := ctrl.LoggerFrom(ctx).WithValues("MachinePool", klog.KObj(mp))
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	desired := int(ptr.Deref(mp.Spec.Replicas, 1))
+	desired, capped := boundedReplicas(int(ptr.Deref(mp.Spec.Replicas, 1)))
+	if capped {
+		log.Info("MachinePool asks more replicas than a pool can hold: capped", "replicas", ptr.Deref(mp.Spec.Replicas, 1), "max", MaxInstances)
+	}
 	obs, err := r.observe(ctx, pool, mp)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -101,12 +104,16 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 
 	setInstancesSummary(pool, obs, members, desired)
 	p := planRollout(desired, boundsOf(pool), members)
-	for range p.create {
+	var res ctrl.Result
+	creates, more := createsNow(p.create)
+	for range creates {
 		if err := r.createInstance(ctx, pool, mp, s.Cluster, obs, hash); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	var res ctrl.Result
+	if more {
+		res.RequeueAfter = nextStepAfter
+	}
 	for _, name := range p.remove {
 		wait, err := r.removeInstance(ctx, obs, name)
 		if err != nil {

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
 )
 
@@ -28,6 +30,38 @@ type Handlers struct {
 	Reader client.Reader
 	// Recorder records every call; nil records nothing.
 	Recorder *record.Recorder
+	// Clusters, when set, must know the request's Cluster (namespace, name
+	// and UID) for a hook to act on it: policies and Events then use the
+	// stored Cluster, and a Cluster it does not know answers a Failure with
+	// no Event and no pool read (see package scope). Nil trusts requests,
+	// for tests of the policies alone.
+	Clusters *scope.Clusters
+}
+
+// failer is the part of a response resolve answers a Failure with.
+type failer interface {
+	SetStatus(runtimehooksv1.ResponseStatus)
+	SetMessage(string)
+}
+
+// resolve returns the Cluster to act on, or nil after answering a Failure.
+func (h *Handlers) resolve(ctx context.Context, cluster *clusterv1.Cluster, resp failer) *clusterv1.Cluster {
+	if h.Clusters == nil {
+		return cluster
+	}
+	stored, err := h.Clusters.Resolve(ctx, cluster)
+	if err == nil {
+		return stored
+	}
+	resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
+	if errors.Is(err, scope.ErrNotInScope) {
+		resp.SetMessage(err.Error())
+		return nil
+	}
+	// Read errors are logged, not answered (see capacity).
+	ctrl.LoggerFrom(ctx).Error(err, "Failed to read the request's Cluster", "Cluster", klog.KObj(cluster))
+	resp.SetMessage("failed to read the request's Cluster; see the extension's logs")
+	return nil
 }
 
 // policy may block a hook: it returns a message when it does, "" otherwise.
@@ -37,7 +71,12 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 	start := time.Now()
 	log := ctrl.LoggerFrom(ctx).WithValues("hook", hook, "Cluster", klog.KObj(cluster))
 	ctx = ctrl.LoggerInto(ctx, log)
+	// The deferred call reads cluster when it runs: nil (no Event) for a
+	// Cluster out of scope, the stored one otherwise.
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	if cluster = h.resolve(ctx, cluster, resp); cluster == nil {
+		return
+	}
 
 	s, err := settings.Parse(raw)
 	if err != nil {
@@ -64,9 +103,12 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 	}
 }
 
-func (h *Handlers) nonBlocking(hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonResponse) {
+func (h *Handlers) nonBlocking(ctx context.Context, hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	if cluster = h.resolve(ctx, cluster, resp); cluster == nil {
+		return
+	}
 	if _, err := settings.Parse(raw); err != nil {
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 		resp.SetMessage(err.Error())
@@ -105,8 +147,8 @@ func (h *Handlers) BeforeClusterCreate(ctx context.Context, req *runtimehooksv1.
 }
 
 // AfterControlPlaneInitialized records the call; it cannot block.
-func (h *Handlers) AfterControlPlaneInitialized(_ context.Context, req *runtimehooksv1.AfterControlPlaneInitializedRequest, resp *runtimehooksv1.AfterControlPlaneInitializedResponse) {
-	h.nonBlocking("AfterControlPlaneInitialized", &req.Cluster, req.Settings, &resp.CommonResponse)
+func (h *Handlers) AfterControlPlaneInitialized(ctx context.Context, req *runtimehooksv1.AfterControlPlaneInitializedRequest, resp *runtimehooksv1.AfterControlPlaneInitializedResponse) {
+	h.nonBlocking(ctx, "AfterControlPlaneInitialized", &req.Cluster, req.Settings, &resp.CommonResponse)
 }
 
 // BeforeClusterUpgrade can be held.

@@ -12,9 +12,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
 	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
 )
@@ -23,13 +25,17 @@ import (
 type Handlers struct {
 	// Recorder records every call; nil records nothing.
 	Recorder *record.Recorder
+	// Clusters, when set, must know the request's Cluster for the call to
+	// become an Event on it (see package scope); the plan itself reads
+	// nothing but the request.
+	Clusters *scope.Clusters
 }
 
 // GenerateUpgradePlan answers the plan described in the package comment, or a
 // Failure naming the minor no listed version covers.
-func (h *Handlers) GenerateUpgradePlan(_ context.Context, req *runtimehooksv1.GenerateUpgradePlanRequest, resp *runtimehooksv1.GenerateUpgradePlanResponse) {
+func (h *Handlers) GenerateUpgradePlan(ctx context.Context, req *runtimehooksv1.GenerateUpgradePlanRequest, resp *runtimehooksv1.GenerateUpgradePlanResponse) {
 	start := time.Now()
-	defer func() { h.Recorder.Call("GenerateUpgradePlan", &req.Cluster, resp, start) }()
+	defer func() { h.Recorder.Call("GenerateUpgradePlan", h.eventTarget(ctx, &req.Cluster), resp, start) }()
 	steps, err := plan(req)
 	if err != nil {
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
@@ -40,6 +46,18 @@ func (h *Handlers) GenerateUpgradePlan(_ context.Context, req *runtimehooksv1.Ge
 	for _, s := range steps {
 		resp.ControlPlaneUpgrades = append(resp.ControlPlaneUpgrades, runtimehooksv1.UpgradeStep{Version: s})
 	}
+}
+
+// eventTarget is the stored Cluster an Event may go to, or nil.
+func (h *Handlers) eventTarget(ctx context.Context, cluster *clusterv1.Cluster) *clusterv1.Cluster {
+	if h.Clusters == nil {
+		return cluster
+	}
+	stored, err := h.Clusters.Resolve(ctx, cluster)
+	if err != nil {
+		return nil
+	}
+	return stored
 }
 
 func plan(req *runtimehooksv1.GenerateUpgradePlanRequest) ([]string, error) {

@@ -1,0 +1,34 @@
+package bootstrap_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capi-monolith/capi-monolith/manifests"
+)
+
+// Data only gets Secrets (they bypass the cache): the modules that run it
+// may get Secrets, never list or watch every Secret of every namespace.
+func TestTheModulesReadingBootstrapDataMayOnlyGetSecrets(t *testing.T) {
+	for _, module := range []string{"infra", "machinepool"} {
+		t.Run(module, func(t *testing.T) {
+			g := NewWithT(t)
+			data, err := manifests.FS.ReadFile(module + "/rbac/role.yaml")
+			g.Expect(err).NotTo(HaveOccurred())
+			role := &rbacv1.ClusterRole{}
+			g.Expect(yaml.Unmarshal(data, role)).To(Succeed())
+			var verbs []string
+			for _, rule := range role.Rules {
+				for _, res := range rule.Resources {
+					if res == "secrets" && (len(rule.APIGroups) == 0 || rule.APIGroups[0] == "") {
+						verbs = append(verbs, rule.Verbs...)
+					}
+				}
+			}
+			g.Expect(verbs).To(ConsistOf("get"))
+		})
+	}
+}
