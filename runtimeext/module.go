@@ -92,8 +92,9 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 }
 
 // The module reads IP pools and the Clusters hook requests name from the
-// shared cache and records Events on Clusters. Self-registration's RBAC (get and create of one ExtensionConfig)
-// is not here: it is opt-in, granted by a file of its own.
+// shared cache and records Events on Clusters. Self-registration's RBAC (get
+// and create of one ExtensionConfig) is not here: it is opt-in, granted by a
+// file of its own.
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
