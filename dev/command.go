@@ -19,7 +19,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // DefaultKubeconfigOut is where `capi-monolith dev` writes the admin
@@ -36,18 +36,16 @@ type CommandOptions struct {
 	Verbosity     int
 }
 
-// devFlags are the flag names CommandOptions binds; every other flag is the
-// manager's.
-var devFlags = map[string]bool{"kubeconfig": true, "kubeconfig-out": true, "data-dir": true, "quiet": true, "v": true, "help": true}
-
-// Command is `capi-monolith dev`: it starts the environment, prints what to
-// do next, and runs until ctx is cancelled (Ctrl-C) or a part of it fails,
-// then stops everything.
-func Command(ctx context.Context, args []string) error {
-	return command(ctx, args, os.Stdout, os.Stderr)
+// Command returns `capi-monolith dev` for the modules of reg: it starts the
+// environment, prints what to do next, and runs until ctx is cancelled
+// (Ctrl-C) or a part of it fails, then stops everything.
+func Command(reg *modules.Registry) func(ctx context.Context, args []string) error {
+	return func(ctx context.Context, args []string) error {
+		return command(ctx, reg, args, os.Stdout, os.Stderr)
+	}
 }
 
-func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func command(ctx context.Context, reg *modules.Registry, args []string, stdout, stderr io.Writer) error {
 	var opts CommandOptions
 	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
@@ -60,10 +58,15 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"Keep etcd's data, certificates and logs in this folder, so that the next start resumes where this one stopped. Without it everything is temporary and removed on exit.")
 	fs.BoolVar(&opts.Quiet, "quiet", false, "Print no progress, only errors.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
-	// The manager's flags, for --help and to reject bad ones now; they are
-	// parsed again by Start (see managerArgs).
-	var mgrOpts manager.Options
-	manager.BindFlags(fs, &mgrOpts, builtin.Registry())
+	// The manager's and the modules' flags, into typed options for Start.
+	// Dev's listener defaults apply unless a flag says otherwise.
+	mgrOpts := DefaultManagerOptions(nil)
+	manager.BindFlags(fs, &mgrOpts, reg.Names())
+	mgrOpts.HealthAddr, mgrOpts.Diagnostics.DiagnosticsAddress, mgrOpts.Diagnostics.InsecureDiagnostics = "0", "0", true
+	fs.Lookup("health-addr").DefValue = "0"
+	fs.Lookup("diagnostics-address").DefValue = "0"
+	fs.Lookup("insecure-diagnostics").DefValue = "true"
+	bound := reg.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, Cluster API core and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -78,6 +81,13 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if opts.KubeconfigOut == "" {
 		return errors.New("--kubeconfig-out must not be empty")
+	}
+	if err := mgrOpts.Validate(); err != nil {
+		return err
+	}
+	mods, err := bound.Modules(mgrOpts.EnableModules)
+	if err != nil {
+		return err
 	}
 	kubeconfigOut, err := filepath.Abs(opts.KubeconfigOut)
 	if err != nil {
@@ -113,7 +123,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		DataDir:       state,
 		Ephemeral:     ephemeral,
 		KubeconfigOut: kubeconfigOut,
-		ManagerArgs:   managerArgs(fs),
+		Modules:       mods,
+		Manager:       &mgrOpts,
 		Progress:      display,
 	})
 	if err != nil {
@@ -139,23 +150,6 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	display.Printf("Stopped in %s.\n", time.Since(stopping).Round(100*time.Millisecond))
 	return errors.Join(runErr, stopErr)
-}
-
-// managerArgs turns the manager flags given on the command line back into
-// arguments for Start, which parses them against the registry it runs.
-func managerArgs(fs *pflag.FlagSet) []string {
-	var args []string
-	fs.Visit(func(f *pflag.Flag) {
-		if devFlags[f.Name] {
-			return
-		}
-		value := f.Value.String()
-		if s, ok := f.Value.(pflag.SliceValue); ok {
-			value = strings.Join(s.GetSlice(), ",")
-		}
-		args = append(args, "--"+f.Name+"="+value)
-	})
-	return args
 }
 
 // setUpLogging sends the controllers' logs (and client-go's) to

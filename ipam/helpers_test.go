@@ -26,9 +26,11 @@ var ctx = context.Background()
 
 // startIPAM runs the binary's manager with only the ipam module and no
 // webhooks, so the controller alone must keep every promise.
-func startIPAM(t *testing.T, args ...string) (stop func()) {
+func startIPAM(t *testing.T) (stop func()) {
 	t.Helper()
-	return managertest.Start(t, env.Config, append([]string{"--enable-modules=ipam", "--ipam-concurrency=10"}, args...)...)
+	opts := managertest.Options("ipam")
+	opts.Concurrency["ipam"] = 10
+	return managertest.Start(t, env.Config, opts, managertest.IPAM())
 }
 
 func namespace(t *testing.T) string {

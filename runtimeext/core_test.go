@@ -28,6 +28,7 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
 	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
@@ -426,14 +427,13 @@ func TestTheModuleRegistersItselfFromItsNamespaceAndFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "capi-monolith-system")
 	port, err := testcerts.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil,
-		"--enable-modules=runtimeext",
-		"--runtimeext-extension-config-name=monolith-self",
-		"--runtimeext-service-name=prefix-capi-monolith-webhook-service",
-		"--runtimeext-service-port=8443",
-		"--runtimeext-ca-secret=prefix-capi-monolith-webhook-service-cert",
-		"--runtimeext-namespace-selector=team=a",
-	)
+	opts := runtimeext.DefaultOptions()
+	opts.Registration.Name = "monolith-self"
+	opts.Registration.ServiceName = "prefix-capi-monolith-webhook-service"
+	opts.Registration.ServicePort = 8443
+	opts.Registration.CASecret = "prefix-capi-monolith-webhook-service-cert"
+	opts.Registration.NamespaceSelector = "team=a"
+	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil, runtimeext.New(opts))
 	g.Expect(err).NotTo(HaveOccurred())
 	ec := &runtimev1.ExtensionConfig{}
 	g.Eventually(func() error {
@@ -531,8 +531,10 @@ func TestCoreWithoutAClientCertificateIsRejectedWhenMTLSIsOn(t *testing.T) {
 	g.Expect(os.WriteFile(caFile, clientCA.PEM, 0o600)).To(Succeed())
 	port, err := testcerts.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil,
-		"--enable-modules=runtimeext", "--runtimeext-extension-config-name=", "--runtimeext-client-ca-file="+caFile)
+	opts := runtimeext.DefaultOptions()
+	opts.Registration.Name = ""
+	opts.ClientCAFile = caFile
+	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil, runtimeext.New(opts))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer stop()
 

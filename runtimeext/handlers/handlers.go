@@ -16,6 +16,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/topology"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/upgrade"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 )
 
 // Options are what the handlers need.
@@ -25,6 +26,8 @@ type Options struct {
 	Reader client.Reader
 	// Recorder records calls; nil records nothing.
 	Recorder *record.Recorder
+	// Scope are the Clusters the lifecycle policies apply to.
+	Scope scope.Scope
 }
 
 // Timeouts the handlers announce. Lifecycle handlers read only the cache;
@@ -37,7 +40,7 @@ const (
 // List returns every handler, one per hook of Cluster API v1.14's catalog
 // (Discovery is added by the server itself).
 func List(opts Options) ([]server.ExtensionHandler, error) {
-	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder}
+	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder, Scope: opts.Scope}
 	t, err := topology.New(opts.Recorder)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
 )
 
@@ -28,6 +29,10 @@ type Handlers struct {
 	Reader client.Reader
 	// Recorder records every call; nil records nothing.
 	Recorder *record.Recorder
+	// Scope are the Clusters the policies apply to (--namespace,
+	// --watch-filter); a call about another Cluster gets the neutral
+	// answer: success, nothing held.
+	Scope scope.Scope
 }
 
 // policy may block a hook: it returns a message when it does, "" otherwise.
@@ -39,6 +44,11 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 	ctx = ctrl.LoggerInto(ctx, log)
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
 
+	if !h.Scope.Covers(cluster) {
+		log.V(4).Info("Cluster outside the watched namespace or watch filter: neutral answer")
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		return
+	}
 	s, err := settings.Parse(raw)
 	if err != nil {
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
@@ -67,6 +77,10 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 func (h *Handlers) nonBlocking(hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	if !h.Scope.Covers(cluster) {
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		return
+	}
 	if _, err := settings.Parse(raw); err != nil {
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 		resp.SetMessage(err.Error())
