@@ -4,9 +4,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/capi-monolith/capi-monolith/infra"
-	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/ipam"
 	"github.com/capi-monolith/capi-monolith/machinepool"
+	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/modules"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
 )
