@@ -32,6 +32,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 	"github.com/capi-monolith/capi-monolith/manager"
@@ -278,11 +279,11 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 
 	// 4. Core as a child process and our modules in-process, side by side:
 	// neither needs the other to start.
-	ports, err := capicore.FreePorts(1)
+	port, err := ports.One()
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts.WebhookPort = ports[0]
+	mgrOpts.WebhookPort = port
 	mgrOpts.WebhookCertDir = certDir
 	mgrOpts.WebhookCertName = certs.CertFile
 	mgrOpts.WebhookKeyName = certs.KeyFile

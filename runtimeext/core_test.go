@@ -26,13 +26,14 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/util/test/builder"
 
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
 	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
 	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
 )
 
@@ -425,7 +426,7 @@ func TestTheModuleRegistersItselfFromItsNamespaceAndFlags(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	t.Setenv("POD_NAMESPACE", "capi-monolith-system")
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
 	opts := runtimeext.DefaultOptions()
 	opts.Registration.Name = "monolith-self"
@@ -525,11 +526,11 @@ func TestCoreAsksOurUpgradePlanWhenTheVersionJumpsMinors(t *testing.T) {
 func TestCoreWithoutAClientCertificateIsRejectedWhenMTLSIsOn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	clientCA, err := testcerts.NewCA("runtimeext-clients")
+	clientCA, err := certs.NewCA("runtimeext-clients")
 	g.Expect(err).NotTo(HaveOccurred())
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
 	g.Expect(os.WriteFile(caFile, clientCA.PEM, 0o600)).To(Succeed())
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
 	opts := runtimeext.DefaultOptions()
 	opts.Registration.Name = ""

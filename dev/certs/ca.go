@@ -1,7 +1,4 @@
-// Package testcerts makes throwaway certificate authorities and the serving
-// and client certificates they sign, for tests and benchmarks of the hook
-// server (self-signed CA, loopback serving certificate, mTLS clients).
-package testcerts
+package certs
 
 import (
 	"crypto/ecdsa"
@@ -22,10 +19,12 @@ import (
 
 var serial atomic.Int64
 
-// CA is a certificate authority.
+// CA is a throwaway certificate authority: dev's, and the tests' and
+// benchmarks' (serving certificates on loopback, mTLS clients).
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	cert     *x509.Certificate
+	key      *ecdsa.PrivateKey
+	validity time.Duration
 	// PEM is the CA certificate, for caBundle fields and client CA files.
 	PEM []byte
 }
@@ -35,17 +34,22 @@ type Pair struct {
 	CertPEM, KeyPEM []byte
 }
 
-// NewCA returns a new CA named cn.
-func NewCA(cn string) (*CA, error) {
+// NewCA returns a new CA named cn whose certificates are valid for
+// DefaultValidity.
+func NewCA(cn string) (*CA, error) { return newCA(cn, DefaultValidity) }
+
+func newCA(cn string, validity time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("failed to generate the CA key: %w", err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: cn},
+		SerialNumber: big.NewInt(serial.Add(1)),
+		Subject:      pkix.Name{CommonName: cn},
+		// Backdated by an hour so that a clock a little off never
+		// rejects them.
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -58,7 +62,7 @@ func NewCA(cn string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse the CA certificate: %w", err)
 	}
-	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+	return &CA{cert: cert, key: key, validity: validity, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
 // Pool returns a pool holding the CA.
@@ -93,7 +97,7 @@ func (ca *CA) sign(tmpl *x509.Certificate) (Pair, error) {
 	}
 	tmpl.SerialNumber = big.NewInt(serial.Add(1))
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	tmpl.NotAfter = time.Now().Add(ca.validity)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -114,14 +118,14 @@ func (p Pair) TLS() (tls.Certificate, error) {
 	return tls.X509KeyPair(p.CertPEM, p.KeyPEM)
 }
 
-// Write stores the pair as tls.crt and tls.key in dir, the names the webhook
-// server reads, and the CA as ca.crt. Each file is replaced atomically so
+// Write stores the pair as CertFile and KeyFile in dir, the names the
+// webhook server reads, and the CA as CAFile, readable by the owner only. Each file is replaced atomically so
 // that a watching server never reads half a file.
 func (p Pair) Write(dir string, ca *CA) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("failed to create %s: %w", dir, err)
 	}
-	for name, data := range map[string][]byte{"tls.crt": p.CertPEM, "tls.key": p.KeyPEM, "ca.crt": ca.PEM} {
+	for name, data := range map[string][]byte{CertFile: p.CertPEM, KeyFile: p.KeyPEM, CAFile: ca.PEM} {
 		tmp := filepath.Join(dir, "."+name+".tmp")
 		if err := os.WriteFile(tmp, data, 0o600); err != nil {
 			return fmt.Errorf("failed to write %s: %w", name, err)
@@ -131,15 +135,4 @@ func (p Pair) Write(dir string, ca *CA) error {
 		}
 	}
 	return nil
-}
-
-// FreePort returns a free loopback port. The small window before the caller
-// binds it is accepted.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("failed to find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
