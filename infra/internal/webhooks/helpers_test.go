@@ -1,24 +1,19 @@
 package webhooks_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 // topologyManager is the field manager of Cluster API's topology
@@ -116,50 +111,17 @@ func createSeen(t *testing.T, g Gomega, obj client.Object) {
 	g.Eventually(func() error { return mgr.GetClient().Get(t.Context(), key, seen) }, timeout).Should(Succeed())
 }
 
-// applyAs server-side applies obj's spec and annotations (not the rest of
-// its metadata), as field manager owner, with the options given.
-func applyAs(t *testing.T, g Gomega, obj client.Object, owner string, opts ...client.ApplyOption) error {
+// applyAs server-side applies obj's spec and annotations as field manager
+// owner (envtest.ApplySpec).
+func applyAs(t *testing.T, _ Gomega, obj client.Object, owner string, opts ...client.ApplyOption) error {
 	t.Helper()
-	gvk, err := apiutil.GVKForObject(obj, env.Scheme)
-	g.Expect(err).NotTo(HaveOccurred())
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	g.Expect(err).NotTo(HaveOccurred())
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": content["spec"]}}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(obj.GetNamespace())
-	u.SetName(obj.GetName())
-	u.SetAnnotations(obj.GetAnnotations())
-	opts = append(opts, client.FieldOwner(owner), client.ForceOwnership)
-	return env.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), opts...)
-}
-
-// warnings records the warnings the apiserver returns, here those of the
-// webhook.
-type warnings struct {
-	mu   sync.Mutex
-	text []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
-func (w *warnings) get() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.text...)
+	return env.ApplySpec(t.Context(), obj, owner, opts...)
 }
 
 // warningClient is an uncached client whose warnings the test can read.
-func warningClient(t *testing.T, g Gomega) (client.Client, *warnings) {
+func warningClient(t *testing.T, g Gomega) (client.Client, *envtest.Warnings) {
 	t.Helper()
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = nil
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	c, w, err := env.WarningClient()
 	g.Expect(err).NotTo(HaveOccurred())
 	return c, w
 }

@@ -354,9 +354,9 @@ func TestMachineBackendMustMatchItsCluster(t *testing.T) {
 			err := c.Create(t.Context(), tt.obj(ns))
 			expectOutcome(g, err, tt.wantErr)
 			if tt.wantWarnings == nil {
-				g.Expect(w.get()).To(BeEmpty())
+				g.Expect(w.Get()).To(BeEmpty())
 			} else {
-				g.Expect(w.get()).To(Equal(tt.wantWarnings))
+				g.Expect(w.Get()).To(Equal(tt.wantWarnings))
 			}
 		})
 	}

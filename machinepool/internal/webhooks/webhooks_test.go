@@ -8,11 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -50,19 +47,9 @@ func template(ns string) *v1alpha1.MonolithMachinePoolTemplate {
 }
 
 // applyAs server-side applies obj's spec (and annotations) as owner.
-func applyAs(t *testing.T, g Gomega, obj client.Object, owner string, opts ...client.ApplyOption) error {
+func applyAs(t *testing.T, _ Gomega, obj client.Object, owner string, opts ...client.ApplyOption) error {
 	t.Helper()
-	gvk, err := apiutil.GVKForObject(obj, env.Scheme)
-	g.Expect(err).NotTo(HaveOccurred())
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	g.Expect(err).NotTo(HaveOccurred())
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": content["spec"]}}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(obj.GetNamespace())
-	u.SetName(obj.GetName())
-	u.SetAnnotations(obj.GetAnnotations())
-	opts = append(opts, client.FieldOwner(owner), client.ForceOwnership)
-	return env.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), opts...)
+	return env.ApplySpec(t.Context(), obj, owner, opts...)
 }
 
 func expectInvalid(g Gomega, err error, parts ...string) {
