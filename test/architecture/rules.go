@@ -1,7 +1,7 @@
 package architecture
 
-// HouseRules are capi-monolith's import rules (docs/architecture.md
-// explains them): a module imports another module's api/ packages and the
+// HouseRules are capi-monolith's import rules (the README's Layout
+// section explains them): a module imports another module's api/ packages and the
 // exported seams listed here, nothing else; the shared areas import no
 // module; only the binary (package main), dev (its subcommand) and test/
 // wire modules together.
