@@ -2,9 +2,8 @@
 // pools (spec.addressesFromPools), as Cluster API's IPAM contract wants of
 // an infrastructure provider: one IPAddressClaim per pool, named
 // <machine>-<index>, owned by the machine and holding a finalizer until the
-// machine's node is gone. The infra module's machine controller and the
-// machinepool module's instance controller both claim through it, so that a
-// pool instance gets its addresses exactly as a single machine does.
+// machine's node is gone. The one MonolithMachine controller claims through
+// it for every machine, pool instances included.
 package addressclaims
 
 import (

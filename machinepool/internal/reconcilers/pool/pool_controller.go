@@ -1,7 +1,7 @@
 // Package pool reconciles MonolithMachinePools, Cluster API's
 // InfraMachinePool of capi-monolith, with MachinePool Machines: it reads
 // the owning MachinePool's replicas and version, keeps one instance (a
-// MonolithMachine the instance controller provisions) per replica, replaces
+// MonolithMachine that infra's one machine controller provisions) per replica, replaces
 // outdated instances within the pool's max-surge / max-unavailable bounds,
 // and removes instances by deleting their Machines, so that Cluster API
 // drains them first. It keeps spec.providerIDList, status.replicas and
