@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -286,6 +287,14 @@ func TestMachinesAndInstancesOfOneClusterGetDistinctAddresses(t *testing.T) {
 		}
 	}
 	g.Expect(seen).To(HaveLen(24))
+	// The one backend lists (and so a cluster deletion removes) both kinds.
+	nodes, err := f.backends.ListNodes(t.Context(), backend.ClusterRef{Namespace: ns, Name: clusterName})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodes).To(HaveLen(24))
+	g.Expect(f.backends.DeleteCluster(t.Context(), backend.ClusterRef{Namespace: ns, Name: clusterName})).To(Succeed())
+	nodes, err = f.backends.ListNodes(t.Context(), backend.ClusterRef{Namespace: ns, Name: clusterName})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodes).To(BeEmpty(), "deleting the cluster removes machines and pool instances alike")
 
 	// The old layout: machines and instances each in a backend of their
 	// own collide in this cluster, which is what the shared backend fixes.
@@ -312,4 +321,32 @@ func TestMachinesAndInstancesOfOneClusterGetDistinctAddresses(t *testing.T) {
 		}
 	}
 	g.Expect(collided).To(BeTrue(), "the test has enough machines to collide under per-module backends")
+}
+
+// A failing read of the MonolithCluster fails the reconcile with the cause
+// wrapped; nothing is provisioned, and the machine is retried.
+func TestAFailedClusterReadProvisionsNothing(t *testing.T) {
+	g := NewWithT(t)
+	m, mm := machineOwned("md-0")
+	f := newFixture(t, "", interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.MonolithCluster); ok {
+				return errors.New("apiserver unavailable")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}, m, mm)
+	s, err := f.r.scaffold()
+	g.Expect(err).NotTo(HaveOccurred())
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "md-0"}}
+	_, err = s.Reconcile(t.Context(), req) // adds the finalizer
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.Reconcile(t.Context(), req)
+	g.Expect(err).To(MatchError(ContainSubstring("failed to get MonolithCluster c: apiserver unavailable")))
+	got := &v1alpha1.MonolithMachine{}
+	g.Expect(f.c.Get(t.Context(), req.NamespacedName, got)).To(Succeed())
+	g.Expect(got.Spec.ProviderID).To(BeEmpty())
+	nodes, err := f.backends.ListNodes(t.Context(), backend.ClusterRef{Namespace: ns, Name: clusterName})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodes).To(BeEmpty())
 }
