@@ -122,7 +122,11 @@ func startManager(port int, certDir string) (func(), error) {
 // startManagerWith builds the manager of mods, adds extra handlers
 // and runs it until the returned function is called.
 func startManagerWith(port int, certDir string, extra []server.ExtensionHandler, mods ...modules.Module) (func(), error) {
-	opts := managertest.Options()
+	return startManagerWithOptions(managertest.Options(), port, certDir, extra, mods...)
+}
+
+// startManagerWithOptions is startManagerWith with the manager's options.
+func startManagerWithOptions(opts manager.Options, port int, certDir string, extra []server.ExtensionHandler, mods ...modules.Module) (func(), error) {
 	opts.WebhookPort = port
 	opts.WebhookCertDir = certDir
 	mgr, err := manager.New(context.Background(), env.Config, opts, mods...)
