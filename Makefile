@@ -38,6 +38,15 @@ TEST_TIMEOUT        ?= 30m
 build: ## Build the capi-monolith binary.
 	CGO_ENABLED=0 go build -trimpath -o $(BINARY) .
 
+# The manager image make image builds (tag from VERSION, default dev).
+IMAGE_TAG           ?= $(or $(VERSION),dev)
+LOCAL_IMAGE         ?= capi-monolith:$(IMAGE_TAG)
+export CAPI_MONOLITH_TEST_IMAGE := $(LOCAL_IMAGE)
+
+.PHONY: image
+image: build ## Build the manager image LOCAL_IMAGE (default capi-monolith:$$VERSION or capi-monolith:dev) FROM scratch with the local Docker Engine; nothing is pulled.
+	IMAGE=$(LOCAL_IMAGE) BINARY=$(BINARY) ./hack/image/build.sh
+
 .PHONY: dev
 dev: build envtest-assets capi-core ## The main job: a whole Cluster API management cluster (etcd, kube-apiserver, core, every module); Ctrl-C stops it.
 	$(BINARY) dev $(ARGS)
@@ -89,7 +98,7 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 	./hack/docker-test-images/build.sh
 
 .PHONY: test
-test: envtest-assets capi-core docker-test-images ## Run every test: unit, envtest integration, Docker and end to end.
+test: envtest-assets capi-core docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 .PHONY: test-e2e

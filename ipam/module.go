@@ -63,14 +63,17 @@ func (Module) SetupWithManager(ctx context.Context, shared modules.Shared) error
 	if err := index.Setup(ctx, mgr); err != nil {
 		return err
 	}
-	// The ledger reads the shared cache: its indexes answer "the addresses
-	// of this pool" without a list call to the apiserver.
+	// The ledger reads the shared cache: its indexes answer "the allocation
+	// records of this pool" without a list call to the apiserver.
 	l := ledger.New(mgr.GetCache())
 	if err := l.Watch(ctx, mgr.GetCache()); err != nil {
-		return fmt.Errorf("failed to watch IPAddresses for the ledger: %w", err)
+		return fmt.Errorf("failed to watch allocation records for the ledger: %w", err)
 	}
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
-	if err := (&claim.Reconciler{Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue}).
+	if err := (&claim.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
+		Recorder: mgr.GetEventRecorder("ipam-monolith"),
+	}).
 		SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the IPAddressClaim controller: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/spf13/pflag"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -370,19 +371,19 @@ func TestAHandlerTimeoutFollowsItsFailurePolicy(t *testing.T) {
 	g.Expect(monolithCluster(ctx, failed)).Error().To(HaveOccurred())
 }
 
-func TestRegistrationAppliesAnExtensionConfigCoreAccepts(t *testing.T) {
+func TestRegistrationCreatesAMissingExtensionConfigAndNeverChangesIt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	opts := registration.Options{
 		Name: "monolith-registration", Namespace: "capi-monolith-system",
 		ServiceName: registration.DefaultServiceName, ServicePort: registration.DefaultServicePort,
-		CASecret: registration.DefaultCASecret, NamespaceSelector: "env in (dev,test)",
+		CASecret: registration.DefaultCASecret, NamespaceSelector: registration.DefaultNamespaceSelector,
 	}
 	g.Expect(opts.Validate()).To(Succeed())
 	r := &registration.Registrar{Client: env.Client, Options: opts}
 	// Core's ExtensionConfig webhooks are live: they admit it.
-	g.Expect(r.Apply(ctx)).To(Succeed())
-	g.Expect(r.Apply(ctx)).To(Succeed(), "applying again is a no-op")
+	g.Expect(r.Ensure(ctx)).To(Succeed())
+	g.Expect(r.Ensure(ctx)).To(Succeed(), "ensuring again is a no-op")
 
 	ec := &runtimev1.ExtensionConfig{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
@@ -390,15 +391,23 @@ func TestRegistrationAppliesAnExtensionConfigCoreAccepts(t *testing.T) {
 	g.Expect(ec.Spec.ClientConfig.Service.Namespace).To(Equal("capi-monolith-system"))
 	g.Expect(ec.Spec.ClientConfig.Service.Name).To(Equal("capi-monolith-webhook-service"))
 	g.Expect(ec.Spec.ClientConfig.Service.Port).To(Equal(ptr.To[int32](443)))
-	g.Expect(ec.Spec.NamespaceSelector.MatchExpressions).To(HaveExactElements(HaveField("Key", "env")))
+	// By default only namespaces that opt in are selected.
+	g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{registration.NamespaceOptInLabel: "true"}))
+	g.Expect(ec.Spec.NamespaceSelector.MatchExpressions).To(BeEmpty())
 
-	// Settings an operator adds survive the next start's apply.
+	// Everything an admin changes survives the next start: the registrar
+	// never patches an existing ExtensionConfig.
 	patch := client.MergeFrom(ec.DeepCopy())
 	ec.Spec.Settings = map[string]string{"retryAfterSeconds": "5"}
+	ec.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
+	ec.Spec.ClientConfig.Service.Port = ptr.To[int32](8443)
 	g.Expect(env.Client.Patch(ctx, ec, patch)).To(Succeed())
-	g.Expect(r.Apply(ctx)).To(Succeed())
+	edited := ec.Spec.DeepCopy()
+	g.Expect(r.Ensure(ctx)).To(Succeed())
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
-	g.Expect(ec.Spec.Settings).To(HaveKeyWithValue("retryAfterSeconds", "5"))
+	g.Expect(ec.Spec.Settings).To(Equal(edited.Settings))
+	g.Expect(ec.Spec.NamespaceSelector).To(Equal(edited.NamespaceSelector))
+	g.Expect(ec.Spec.ClientConfig.Service.Port).To(Equal(ptr.To[int32](8443)))
 
 	// Start retries until it can apply, and returns once it has.
 	opts.Name = "monolith-registration-2"
@@ -411,6 +420,18 @@ func TestRegistrationAppliesAnExtensionConfigCoreAccepts(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
 	ec = &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: "monolith-registration"}}
 	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
+}
+
+// Registration is the admin's: the module creates nothing unless told to,
+// and a self-registered ExtensionConfig selects only namespaces that opt in.
+func TestSelfRegistrationIsOptIn(t *testing.T) {
+	g := NewWithT(t)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	opts := runtimeext.DefaultOptions()
+	opts.BindFlags(fs)
+	g.Expect(opts.SelfRegister).To(BeFalse())
+	g.Expect(fs.Lookup("runtimeext-self-register").DefValue).To(Equal("false"))
+	g.Expect(fs.Lookup("runtimeext-namespace-selector").DefValue).To(Equal("runtime.capi-monolith.dev/enabled=true"))
 }
 
 func TestRegistrationOptionsAreValidatedNamingTheFlag(t *testing.T) {
@@ -429,6 +450,7 @@ func TestTheModuleRegistersItselfFromItsNamespaceAndFlags(t *testing.T) {
 	port, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
 	opts := runtimeext.DefaultOptions()
+	opts.SelfRegister = true
 	opts.Registration.Name = "monolith-self"
 	opts.Registration.ServiceName = "prefix-capi-monolith-webhook-service"
 	opts.Registration.ServicePort = 8443

@@ -3,8 +3,10 @@
 // HTTPS on the manager's one webhook server (see package serving), with
 // policies for lifecycle hooks (hold, IP capacity, record), topology
 // mutation for the infra module's template kinds, upgrade plans and in-place
-// updates. At start-up it registers itself with Cluster API through an
-// ExtensionConfig (see package registration).
+// updates. Cluster API calls it through an ExtensionConfig the admin applies
+// (a file of the runtime-extension release), or, opted in with
+// --runtimeext-self-register, one it creates at start-up (see package
+// registration).
 package runtimeext
 
 import (
@@ -46,6 +48,9 @@ type Options struct {
 	// Registration is the ExtensionConfig the module registers at start-up;
 	// an empty Registration.Name registers none.
 	Registration registration.Options
+	// SelfRegister creates the ExtensionConfig at start-up when it is
+	// missing (never changing an existing one); off, the admin applies it.
+	SelfRegister bool
 	// ClientCAFile, when set, makes hook calls present a client
 	// certificate it signed (mTLS).
 	ClientCAFile string
@@ -58,13 +63,17 @@ func DefaultOptions() Options {
 		ServiceName: registration.DefaultServiceName,
 		ServicePort: registration.DefaultServicePort,
 		CASecret:    registration.DefaultCASecret,
+		// Matches every namespace unless set.
+		NamespaceSelector: registration.DefaultNamespaceSelector,
 	}}
 }
 
 // BindFlags binds o to fs; o's values are the flags' defaults.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.SelfRegister, "runtimeext-self-register", o.SelfRegister,
+		"Create the ExtensionConfig at start-up when it is missing (never changing an existing one); off, the admin applies it. Needs RBAC to get and create it.")
 	fs.StringVar(&o.Registration.Name, "runtimeext-extension-config-name", o.Registration.Name,
-		"Name of the ExtensionConfig the runtimeext module registers at start-up; empty registers none.")
+		"Name of the ExtensionConfig --runtimeext-self-register creates; empty registers none.")
 	fs.StringVar(&o.Registration.ServiceName, "runtimeext-service-name", o.Registration.ServiceName,
 		"Service in $POD_NAMESPACE that fronts the webhook port, named in the ExtensionConfig.")
 	fs.Int32Var(&o.Registration.ServicePort, "runtimeext-service-port", o.Registration.ServicePort,
@@ -72,7 +81,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Registration.CASecret, "runtimeext-ca-secret", o.Registration.CASecret,
 		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
 	fs.StringVar(&o.Registration.NamespaceSelector, "runtimeext-namespace-selector", o.Registration.NamespaceSelector,
-		"Label selector of the namespaces whose Clusters the hooks apply to (ExtensionConfig spec.namespaceSelector); empty means all.")
+		"Label selector of the namespaces whose Clusters the hooks apply to (spec.namespaceSelector of a self-registered ExtensionConfig); empty means all.")
 	fs.StringVar(&o.ClientCAFile, "runtimeext-client-ca-file", o.ClientCAFile,
 		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
 }
@@ -91,6 +100,7 @@ func New(opts Options) *Module { return &Module{opts: opts} }
 // ExtensionConfig, for a caller that registers the extension itself (dev).
 func (m *Module) WithoutRegistration() *Module {
 	opts := m.opts
+	opts.SelfRegister = false
 	opts.Registration.Name = ""
 	return New(opts)
 }
@@ -113,9 +123,9 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return runtimev1.AddToScheme(scheme)
 }
 
-// The module registers its ExtensionConfig (server-side apply), reads IP pools
-// from the shared cache and records Events on Clusters.
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;create;patch
+// The module reads IP pools from the shared cache and records Events on
+// Clusters. Self-registration's RBAC (get and create of one ExtensionConfig)
+// is not here: it is opt-in, granted by a file of its own.
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -160,6 +170,10 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready healthz.Checker) error {
 	log := ctrl.LoggerFrom(ctx)
 	opts := m.opts.Registration
+	if !m.opts.SelfRegister {
+		log.V(1).Info("Not registering an ExtensionConfig: --runtimeext-self-register is off")
+		return nil
+	}
 	if opts.Name == "" {
 		log.Info("Not registering an ExtensionConfig: --runtimeext-extension-config-name is empty")
 		return nil

@@ -274,7 +274,11 @@ func (p *Process) newCmd() *exec.Cmd {
 // run starts the process and the goroutine that waits on it (and restarts
 // it, within Options.Restarts).
 func (p *Process) run() error {
-	started := make(chan error, 1)
+	// The goroutine reports the first start on its own copy of the channel
+	// (it forgets it afterwards), so the receive below never reads a nil
+	// channel however the two goroutines are scheduled.
+	startedCh := make(chan error, 1)
+	started := startedCh
 	go func() {
 		defer close(p.exited)
 		// Pdeathsig fires when the thread that started the child exits, not
@@ -321,7 +325,7 @@ func (p *Process) run() error {
 			time.Sleep(restartDelay)
 		}
 	}()
-	return <-started
+	return <-startedCh
 }
 
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {

@@ -165,6 +165,38 @@ func (a *Allocator) Release(addr netip.Addr) {
 	heap.Push(&a.expiries, expiry{at: at, addr: addr})
 }
 
+// ReleaseUntil gives back addr with its grace period ending at the given
+// time rather than the allocator's own, for an address whose release was
+// recorded elsewhere (an allocation record read after a restart). A time in
+// the past frees it at once. Addresses the pool cannot hand out are simply
+// forgotten.
+func (a *Allocator) ReleaseUntil(addr netip.Addr, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.outOfRange[addr]; ok {
+		delete(a.outOfRange, addr)
+		return
+	}
+	if !a.pool.Contains(addr) {
+		return
+	}
+	if _, ok := a.used[addr]; ok {
+		delete(a.used, addr)
+	} else if _, ok := a.cooling[addr]; !ok {
+		a.free.takeAddr(addr)
+	}
+	if !at.After(a.now()) {
+		delete(a.cooling, addr)
+		a.free.put(addr)
+		return
+	}
+	a.cooling[addr] = at
+	heap.Push(&a.expiries, expiry{at: at, addr: addr})
+}
+
+// GracePeriod returns the allocator's reuse grace period.
+func (a *Allocator) GracePeriod() time.Duration { return a.grace }
+
 // IsUsed reports whether addr is held, in the pool or out of range.
 // A cooling-down address is not held; see InGracePeriod.
 func (a *Allocator) IsUsed(addr netip.Addr) bool {

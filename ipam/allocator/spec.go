@@ -38,6 +38,7 @@ var (
 	ErrPrefixOutOfRange     = errors.New("prefix out of range")
 	ErrOutsideSubnet        = errors.New("entry is not inside the pool subnet")
 	ErrGatewayOutsideSubnet = errors.New("gateway is not inside the pool subnet")
+	ErrNothingAllocatable   = errors.New("no address is left to hand out once excluded, reserved and gateway addresses are taken away")
 )
 
 // FieldError ties a parse error to the spec field and entry that caused it,
@@ -126,7 +127,11 @@ func Parse(spec Spec) (*Pool, error) {
 			fail("gateway", -1, spec.Gateway, fmt.Errorf("%w: %s gateway in an %s pool", ErrMixedFamilies, familyName(gateway.BitLen()), familyName(bits)))
 			gateway = netip.Addr{}
 		}
-		if spec.Prefix < 0 || spec.Prefix > bits {
+		if spec.Prefix == 0 {
+			// A /0 "subnet" is the whole address space: never a network a
+			// host can be configured with.
+			fail("prefix", -1, "", fmt.Errorf("%w: 0 is not a usable subnet; use 1 to %d for %s", ErrPrefixOutOfRange, bits, familyName(bits)))
+		} else if spec.Prefix < 0 || spec.Prefix > bits {
 			fail("prefix", -1, "", fmt.Errorf("%w: %d is not between 0 and %d for %s", ErrPrefixOutOfRange, spec.Prefix, bits, familyName(bits)))
 		} else if len(addrs) > 0 {
 			// Cannot fail: the family matches and the prefix is in range.
@@ -146,7 +151,14 @@ func Parse(spec Spec) (*Pool, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return newPool(subnet, gateway, addrs, excluded, spec.AllocateReservedIPAddresses)
+	pool, err := newPool(subnet, gateway, addrs, excluded, spec.AllocateReservedIPAddresses)
+	if err != nil {
+		return nil, err
+	}
+	if pool.size.Sign() == 0 {
+		return nil, errors.Join(&FieldError{Field: "addresses", Index: -1, Err: ErrNothingAllocatable})
+	}
+	return pool, nil
 }
 
 func newPool(subnet netip.Prefix, gateway netip.Addr, addrs, excluded []entry, allocateReserved bool) (*Pool, error) {

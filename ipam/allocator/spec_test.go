@@ -404,9 +404,9 @@ func TestParseSizesHugeIPv6PoolsExactly(t *testing.T) {
 			wantCapped: false,
 		},
 		{
-			name:       "/0 is 2^128 minus the anycast address",
-			spec:       Spec{Addresses: []string{"::/0"}, Prefix: 0},
-			wantSize:   new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1)),
+			name:       "/1 is 2^127 minus the network and anycast address",
+			spec:       Spec{Addresses: []string{"::/1"}, Prefix: 1},
+			wantSize:   new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 127), big.NewInt(1)),
 			wantCapped: true,
 		},
 	}
@@ -477,4 +477,29 @@ func rangeStrings(set *netipx.IPSet) []string {
 		out = append(out, strings.Join([]string{r.From().String(), r.To().String()}, "-"))
 	}
 	return out
+}
+
+func TestParseRejectsPrefixZeroAndPoolsWithNothingToHandOut(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  Spec
+		field string
+		want  error
+	}{
+		{"prefix 0 is not a subnet", Spec{Addresses: []string{"10.0.0.1"}, Prefix: 0}, "prefix", ErrPrefixOutOfRange},
+		{"IPv6 prefix 0 is not a subnet", Spec{Addresses: []string{"::/0"}, Prefix: 0}, "prefix", ErrPrefixOutOfRange},
+		{"every address excluded leaves nothing", Spec{Addresses: []string{"10.0.0.4/30"}, Prefix: 30, ExcludedAddresses: []string{"10.0.0.0/24"}}, "addresses", ErrNothingAllocatable},
+		{"only the network address leaves nothing", Spec{Addresses: []string{"10.1.0.0"}, Prefix: 24}, "addresses", ErrNothingAllocatable},
+		{"only the gateway leaves nothing", Spec{Addresses: []string{"10.1.0.1"}, Prefix: 24, Gateway: "10.1.0.1"}, "addresses", ErrNothingAllocatable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := Parse(tt.spec)
+			g.Expect(err).To(MatchError(tt.want))
+			var fe *FieldError
+			g.Expect(errors.As(err, &fe)).To(BeTrue())
+			g.Expect(fe.Field).To(Equal(tt.field))
+		})
+	}
 }

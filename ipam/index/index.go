@@ -24,7 +24,21 @@ const (
 	// ClaimClusterField indexes our IPAddressClaims by the name of their
 	// Cluster: spec.clusterName, else the cluster-name label.
 	ClaimClusterField = "ipam.capi-monolith.dev/claim-cluster"
+	// AllocationPoolField indexes MonolithIPAllocations by the key of their
+	// pool.
+	AllocationPoolField = "ipam.capi-monolith.dev/allocation-pool"
+	// AllocationClaimField indexes MonolithIPAllocations by their claim's
+	// "namespace/name".
+	AllocationClaimField = "ipam.capi-monolith.dev/allocation-claim"
 )
+
+// KeyOfAllocation returns the key of an allocation record's pool.
+func KeyOfAllocation(r *v1alpha1.MonolithIPAllocation) PoolKey {
+	return PoolKey{Kind: r.Spec.PoolRef.Kind, Namespace: r.Spec.PoolRef.Namespace, Name: r.Spec.PoolRef.Name}
+}
+
+// ClaimKey is the AllocationClaimField value of a claim.
+func ClaimKey(namespace, name string) string { return namespace + "/" + name }
 
 // ClusterOfClaim is the name of a claim's Cluster: spec.clusterName, else
 // the cluster.x-k8s.io/cluster-name label; empty when it has none.
@@ -108,6 +122,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("failed to index IPAddressClaims by cluster: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.MonolithIPAllocation{}, AllocationPoolField, func(o client.Object) []string {
+		return []string{KeyOfAllocation(o.(*v1alpha1.MonolithIPAllocation)).String()}
+	}); err != nil {
+		return fmt.Errorf("failed to index MonolithIPAllocations by pool: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.MonolithIPAllocation{}, AllocationClaimField, func(o client.Object) []string {
+		r := o.(*v1alpha1.MonolithIPAllocation)
+		return []string{ClaimKey(r.Spec.ClaimRef.Namespace, r.Spec.ClaimRef.Name)}
+	}); err != nil {
+		return fmt.Errorf("failed to index MonolithIPAllocations by claim: %w", err)
 	}
 	return nil
 }

@@ -2,87 +2,55 @@ package ledger
 
 import (
 	"context"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-
+	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/index"
 )
 
-// claimLookupTimeout bounds the cache read of a deleted IPAddress's claim.
-const claimLookupTimeout = 5 * time.Second
-
-// Watch keeps the ledger current from the shared cache's IPAddress
-// informer: addresses created by anyone (another replica before a failover,
-// `clusterctl move`) are marked used, deleted ones released.
+// Watch keeps the ledger current from the shared cache's allocation record
+// informer: records created by anyone (another manager, a shard, a replica
+// before a failover) take their address, released ones cool it down,
+// deleted ones free it. IPAddresses are not watched: they say what a claim
+// was given, never who may have an address.
 func (l *Ledger) Watch(ctx context.Context, c cache.Cache) error {
-	informer, err := c.GetInformer(ctx, &ipamv1.IPAddress{})
+	informer, err := c.GetInformer(ctx, &v1alpha1.MonolithIPAllocation{})
 	if err != nil {
 		return err
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { l.onExists(obj) },
-		UpdateFunc: func(_, obj any) { l.onExists(obj) },
-		DeleteFunc: func(obj any) { l.onDeleted(ctx, obj) },
+		AddFunc:    func(obj any) { l.OnExists(obj) },
+		UpdateFunc: func(_, obj any) { l.OnExists(obj) },
+		DeleteFunc: func(obj any) { l.OnDeleted(obj) },
 	})
 	return err
 }
 
-func (l *Ledger) pool(a *ipamv1.IPAddress) *Pool {
-	key, ok := index.KeyOfRef(a.Spec.PoolRef, a.Namespace)
-	if !ok {
-		return nil
-	}
+func (l *Ledger) pool(r *v1alpha1.MonolithIPAllocation) *Pool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.pools[key]
+	return l.pools[index.KeyOfAllocation(r)]
 }
 
-func (l *Ledger) onExists(obj any) {
-	if a, ok := obj.(*ipamv1.IPAddress); ok {
-		if p := l.pool(a); p != nil {
-			p.observe(a)
+// OnExists handles a record's add or update event.
+func (l *Ledger) OnExists(obj any) {
+	if r, ok := obj.(*v1alpha1.MonolithIPAllocation); ok {
+		if p := l.pool(r); p != nil {
+			p.Observe(r)
 		}
 	}
 }
 
-func (l *Ledger) onDeleted(ctx context.Context, obj any) {
+// OnDeleted handles a record's delete event.
+func (l *Ledger) OnDeleted(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	a, ok := obj.(*ipamv1.IPAddress)
-	if !ok {
-		return
-	}
-	p := l.pool(a)
-	if p == nil {
-		return
-	}
-	p.release(a, l.claimAlive(ctx, a))
-}
-
-// claimAlive tells whether the IPAddress's claim exists and is not being
-// deleted: its address must then come back, identical.
-func (l *Ledger) claimAlive(ctx context.Context, a *ipamv1.IPAddress) bool {
-	// Bounded: this runs on the informer's handler goroutine, and a cache
-	// read must not hold it (or the manager's shutdown) forever.
-	ctx, cancel := context.WithTimeout(ctx, claimLookupTimeout)
-	defer cancel()
-	claim := &ipamv1.IPAddressClaim{}
-	err := l.reader.Get(ctx, claimOf(a), claim)
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			// Keeping the address held is the safe side: a leak shows in
-			// the pool status, a duplicate does harm.
-			ctrl.LoggerFrom(ctx).Error(err, "Failed to read the claim of a deleted IPAddress; keeping its address held", "IPAddress", a.Namespace+"/"+a.Name)
-			return true
+	if r, ok := obj.(*v1alpha1.MonolithIPAllocation); ok {
+		if p := l.pool(r); p != nil {
+			p.Forget(r)
 		}
-		return false
 	}
-	return claim.DeletionTimestamp.IsZero()
 }

@@ -1,12 +1,17 @@
-// Package ledger is the ipam module's authoritative record of which address
-// each pool has handed out, and to which claim.
+// Package ledger is the ipam module's fast path: one allocator per pool
+// that knows which addresses are taken, so that next-free costs O(log n)
+// and nothing is re-listed per claim.
 //
-// It keeps one allocator per pool, built from the IPAddresses in the shared
-// cache the first time the pool is used, rebuilt when the pool's spec
-// changes, and kept current by the IPAddress informer's events. Allocations
-// made by this process are recorded before the IPAddress is even created,
-// so two reconciles never pick the same address, whatever the cache has
-// seen yet. Next-free costs O(log n); nothing is re-listed per claim.
+// It is a cache, never the authority. The authority is the allocation
+// records (MonolithIPAllocation, package records): an address is taken when
+// its record exists, whatever any process remembers. The ledger is built
+// from the records in the shared cache the first time a pool is used (the
+// records are cluster-scoped, so a manager sharded by --namespace or
+// --watch-filter still sees every address of a GlobalMonolithIPPool),
+// rebuilt when the pool's spec changes, and kept current by the record
+// informer. Allocations made by this process are held before their record
+// is even created, so two reconciles of one process never try the same
+// address; a second process trying it loses at the apiserver.
 package ledger
 
 import (
@@ -18,14 +23,12 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/ipam/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/records"
 )
 
 // ErrInvalidPool wraps the reasons a pool's spec cannot be used.
@@ -33,14 +36,14 @@ var ErrInvalidPool = errors.New("invalid pool")
 
 // Ledger holds the state of every pool this process has seen.
 type Ledger struct {
-	// reader is the shared cache, with index.IPAddressPoolField registered.
+	// reader is the shared cache, with index.AllocationPoolField registered.
 	reader client.Reader
 
 	mu    sync.Mutex
 	pools map[index.PoolKey]*Pool
 }
 
-// New returns an empty ledger reading IPAddresses from reader.
+// New returns an empty ledger reading allocation records from reader.
 func New(reader client.Reader) *Ledger {
 	return &Ledger{reader: reader, pools: map[index.PoolKey]*Pool{}}
 }
@@ -49,40 +52,50 @@ func New(reader client.Reader) *Ledger {
 type Pool struct {
 	key index.PoolKey
 
-	// mu serialises (re)builds and guards holds; allocations themselves
-	// are serialised by the allocator alone.
+	// mu serialises (re)builds and guards everything below; the allocator
+	// has its own lock for read-only questions.
 	mu    sync.Mutex
 	spec  v1alpha1.IPPoolSpec
-	alloc *allocator.Allocator
-	// holds maps each held address to its claim, and claims back to it, so
-	// that an IPAddress deleted while its claim lives is re-created with
-	// the same address.
-	holds  map[netip.Addr]types.NamespacedName
-	claims map[types.NamespacedName]netip.Addr
+	built bool
+	// invalid is why the current spec cannot be used; the allocator of the
+	// last valid spec is kept, with its holds, so that nothing in flight is
+	// lost and releases keep working.
+	invalid error
+	alloc   *allocator.Allocator
+	// holds maps each held address to its claim, and claims back to it.
+	holds  map[netip.Addr]records.Claim
+	claims map[records.Claim]netip.Addr
 }
 
 // For returns the state of pool, building it from the cache on first use and
 // rebuilding it when the pool's spec changed. A spec that does not parse
-// returns an error wrapping ErrInvalidPool.
+// returns the state (for releases) and an error wrapping ErrInvalidPool:
+// nothing may be allocated from it.
 func (l *Ledger) For(ctx context.Context, pool v1alpha1.Pool) (*Pool, error) {
 	key := index.KeyOf(pool)
 	l.mu.Lock()
 	p, ok := l.pools[key]
 	if !ok {
-		p = &Pool{key: key}
+		p = newPool(key)
 		l.pools[key] = p
 	}
 	l.mu.Unlock()
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.alloc != nil && reflect.DeepEqual(p.spec, *pool.GetSpec()) {
-		return p, nil
+	if !p.built || !reflect.DeepEqual(p.spec, *pool.GetSpec()) {
+		if err := p.rebuild(ctx, l.reader, *pool.GetSpec()); err != nil {
+			return nil, err
+		}
 	}
-	if err := p.rebuild(ctx, l.reader, *pool.GetSpec()); err != nil {
-		return nil, err
+	if p.invalid != nil {
+		return p, p.invalid
 	}
 	return p, nil
+}
+
+func newPool(key index.PoolKey) *Pool {
+	return &Pool{key: key, holds: map[netip.Addr]records.Claim{}, claims: map[records.Claim]netip.Addr{}}
 }
 
 // Remove forgets a deleted pool.
@@ -110,24 +123,26 @@ func Parse(spec v1alpha1.IPPoolSpec) (*allocator.Pool, error) {
 	return parsed, nil
 }
 
-// rebuild makes a new allocator for spec from the IPAddresses in the cache,
-// keeping every address the old allocator handed out: some of them may not
-// be in the cache yet.
+// rebuild makes a new allocator for spec from the records in the cache,
+// keeping every address the old allocator held: some of their records may
+// not be in the cache yet.
 func (p *Pool) rebuild(ctx context.Context, reader client.Reader, spec v1alpha1.IPPoolSpec) error {
 	parsed, err := Parse(spec)
 	if err != nil {
-		p.alloc = nil
-		return err
+		// Keep the last valid allocator and its holds: an invalid spec
+		// must not lose what is in flight.
+		p.spec, p.built, p.invalid = spec, true, err
+		return nil
 	}
-	addresses := &ipamv1.IPAddressList{}
-	if err := reader.List(ctx, addresses, client.MatchingFields{index.IPAddressPoolField: p.key.String()}); err != nil {
-		return fmt.Errorf("failed to list the IPAddresses of pool %s: %w", p.key, err)
+	list := &v1alpha1.MonolithIPAllocationList{}
+	if err := reader.List(ctx, list, client.MatchingFields{index.AllocationPoolField: p.key.String()}); err != nil {
+		return fmt.Errorf("failed to list the allocation records of pool %s: %w", p.key, err)
 	}
 	alloc := allocator.NewWithOptions(parsed, allocator.Options{
 		GracePeriod: time.Duration(spec.AddressReuseGracePeriodSeconds) * time.Second,
 	})
-	holds := map[netip.Addr]types.NamespacedName{}
-	claims := map[types.NamespacedName]netip.Addr{}
+	holds := map[netip.Addr]records.Claim{}
+	claims := map[records.Claim]netip.Addr{}
 	if p.alloc != nil {
 		for _, a := range p.alloc.Held() {
 			alloc.MarkUsed(a)
@@ -136,36 +151,42 @@ func (p *Pool) rebuild(ctx context.Context, reader client.Reader, spec v1alpha1.
 			}
 		}
 	}
-	for i := range addresses.Items {
-		a := &addresses.Items[i]
-		addr, err := netip.ParseAddr(a.Spec.Address)
+	for i := range list.Items {
+		r := &list.Items[i]
+		addr, err := netip.ParseAddr(r.Spec.Address)
 		if err != nil {
-			continue // not ours to judge; the pool status shows it nowhere
+			continue
+		}
+		if at, released := records.ReusableAfter(r); released {
+			if _, held := holds[addr]; !held {
+				alloc.MarkUsed(addr)
+				alloc.ReleaseUntil(addr, at)
+			}
+			continue
+		}
+		c := records.ClaimOf(r)
+		if _, held := holds[addr]; held {
+			continue // held by this process; its record wins at the apiserver
 		}
 		alloc.MarkUsed(addr)
-		c := claimOf(a)
 		holds[addr], claims[c] = c, addr
 	}
-	p.spec, p.alloc, p.holds, p.claims = spec, alloc, holds, claims
+	p.spec, p.built, p.invalid, p.alloc, p.holds, p.claims = spec, true, nil, alloc, holds, claims
 	return nil
-}
-
-func claimOf(a *ipamv1.IPAddress) types.NamespacedName {
-	return types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.ClaimRef.Name}
 }
 
 // Key returns the pool's key.
 func (p *Pool) Key() index.PoolKey { return p.key }
 
 // Allocator returns the pool's allocator, for read-only questions (counts,
-// the next reusable time).
+// the next reusable time). It is nil only for a pool never valid.
 func (p *Pool) Allocator() *allocator.Allocator {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.alloc
 }
 
-// Prefix and Gateway are what every IPAddress of the pool carries.
+// Prefix and Gateway are what a new IPAddress of the pool carries.
 func (p *Pool) Prefix() int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -179,8 +200,15 @@ func (p *Pool) Gateway() string {
 	return p.spec.Gateway
 }
 
+// GracePeriod returns the pool's address reuse grace period.
+func (p *Pool) GracePeriod() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Duration(p.spec.AddressReuseGracePeriodSeconds) * time.Second
+}
+
 // AddressOf returns the address held for claim, if any.
-func (p *Pool) AddressOf(claim types.NamespacedName) (netip.Addr, bool) {
+func (p *Pool) AddressOf(claim records.Claim) (netip.Addr, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.claims[claim]
@@ -188,10 +216,14 @@ func (p *Pool) AddressOf(claim types.NamespacedName) (netip.Addr, bool) {
 }
 
 // Allocate takes an address for claim: the one it already holds, else
-// requested when valid, else the lowest free one.
-func (p *Pool) Allocate(claim types.NamespacedName, requested netip.Addr) (netip.Addr, error) {
+// requested when valid, else the lowest free one. The address is the
+// claim's only once its record is created.
+func (p *Pool) Allocate(claim records.Claim, requested netip.Addr) (netip.Addr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.invalid != nil || p.alloc == nil {
+		return netip.Addr{}, fmt.Errorf("pool %s: %w", p.key, ErrInvalidPool)
+	}
 	if a, ok := p.claims[claim]; ok {
 		if requested.IsValid() && requested != a {
 			return netip.Addr{}, fmt.Errorf("claim already holds %s, not the requested %s: %w", a, requested, allocator.ErrInUse)
@@ -214,21 +246,26 @@ func (p *Pool) Allocate(claim types.NamespacedName, requested netip.Addr) (netip
 	return addr, nil
 }
 
-// Cancel undoes an allocation whose IPAddress could not be created.
-func (p *Pool) Cancel(claim types.NamespacedName, addr netip.Addr) {
+// Taken records that claim's tentative address belongs to someone else:
+// the apiserver refused its record because rec exists. The address stays
+// away from everyone as rec says (held, or cooling down until its time).
+func (p *Pool) Taken(claim records.Claim, addr netip.Addr, rec *v1alpha1.MonolithIPAllocation) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.holds[addr] != claim {
-		return
+	if p.holds[addr] == claim {
+		delete(p.holds, addr)
 	}
-	delete(p.holds, addr)
-	delete(p.claims, claim)
-	p.alloc.Unallocate(addr)
+	if p.claims[claim] == addr {
+		delete(p.claims, claim)
+	}
+	p.mu.Unlock()
+	p.Observe(rec)
 }
 
-// observe records an IPAddress that exists.
-func (p *Pool) observe(a *ipamv1.IPAddress) {
-	addr, err := netip.ParseAddr(a.Spec.Address)
+// Observe records an allocation record that exists. It never moves an
+// address held by another claim: a late event (of a record since deleted,
+// a claim since re-created) must not take an address from its live holder.
+func (p *Pool) Observe(rec *v1alpha1.MonolithIPAllocation) {
+	addr, err := netip.ParseAddr(rec.Spec.Address)
 	if err != nil {
 		return
 	}
@@ -237,16 +274,37 @@ func (p *Pool) observe(a *ipamv1.IPAddress) {
 	if p.alloc == nil {
 		return // built from the cache on first use
 	}
+	c := records.ClaimOf(rec)
+	holder, held := p.holds[addr]
+	if at, released := records.ReusableAfter(rec); released {
+		if held && holder != c {
+			return
+		}
+		if held {
+			delete(p.holds, addr)
+			if p.claims[c] == addr {
+				delete(p.claims, c)
+			}
+		}
+		p.alloc.MarkUsed(addr)
+		p.alloc.ReleaseUntil(addr, at)
+		return
+	}
+	if held {
+		return // its own holder or another claim's: nothing moves
+	}
 	p.alloc.MarkUsed(addr)
-	c := claimOf(a)
-	p.holds[addr], p.claims[c] = c, addr
+	p.holds[addr] = c
+	if _, ok := p.claims[c]; !ok {
+		p.claims[c] = addr
+	}
 }
 
-// release gives back the address of a deleted IPAddress, unless its claim
-// still lives: then the address stays held to re-create it identically.
-func (p *Pool) release(a *ipamv1.IPAddress, claimAlive bool) {
-	addr, err := netip.ParseAddr(a.Spec.Address)
-	if err != nil || claimAlive {
+// Forget records that an allocation record is gone: its address is free,
+// unless it is held by another claim than the record's.
+func (p *Pool) Forget(rec *v1alpha1.MonolithIPAllocation) {
+	addr, err := netip.ParseAddr(rec.Spec.Address)
+	if err != nil {
 		return
 	}
 	p.mu.Lock()
@@ -254,21 +312,31 @@ func (p *Pool) release(a *ipamv1.IPAddress, claimAlive bool) {
 	if p.alloc == nil {
 		return
 	}
-	// Only an address still held for this IPAddress's claim is released: a
-	// late event must never free an address already handed to another
-	// claim after the reconciler released it.
-	c := claimOf(a)
-	if held, ok := p.holds[addr]; ok && held != c {
+	c := records.ClaimOf(rec)
+	holder, held := p.holds[addr]
+	if held && holder != c {
 		return
 	}
-	delete(p.holds, addr)
-	delete(p.claims, c)
-	p.alloc.Release(addr)
+	if held {
+		delete(p.holds, addr)
+		if p.claims[c] == addr {
+			delete(p.claims, c)
+		}
+		p.alloc.Unallocate(addr)
+		return
+	}
+	if _, released := records.ReusableAfter(rec); released {
+		// A released record goes once its grace period is over; the
+		// allocator frees the address itself at that time.
+		return
+	}
+	p.alloc.Unallocate(addr)
 }
 
-// ReleaseClaim gives back whatever claim still holds, once the claim is
-// going and its IPAddress is already gone.
-func (p *Pool) ReleaseClaim(claim types.NamespacedName) {
+// ReleaseClaim gives back what claim holds, its address cooling down until
+// until (the zero time frees it at once). Called once the claim's record
+// is released or deleted.
+func (p *Pool) ReleaseClaim(claim records.Claim, until time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	addr, ok := p.claims[claim]
@@ -276,13 +344,10 @@ func (p *Pool) ReleaseClaim(claim types.NamespacedName) {
 		return
 	}
 	delete(p.claims, claim)
-	delete(p.holds, addr)
-	p.alloc.Release(addr)
-}
-
-// GracePeriodSeconds returns the pool's address reuse grace period.
-func (p *Pool) GracePeriodSeconds() int32 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.spec.AddressReuseGracePeriodSeconds
+	if p.holds[addr] == claim {
+		delete(p.holds, addr)
+		if p.alloc != nil {
+			p.alloc.ReleaseUntil(addr, until)
+		}
+	}
 }

@@ -175,9 +175,8 @@ func (v *PoolValidator) checkStranded(ctx context.Context, pool v1alpha1.Pool, o
 		return nil, err
 	}
 	var stranded []netip.Addr
-	for _, a := range addrs.Items {
-		ip, err := netip.ParseAddr(a.Spec.Address)
-		if err != nil || parsed.Contains(ip) || (oldParsed != nil && !oldParsed.Contains(ip)) {
+	for _, ip := range addrs {
+		if parsed.Contains(ip) || (oldParsed != nil && !oldParsed.Contains(ip)) {
 			continue
 		}
 		stranded = append(stranded, ip)
@@ -193,16 +192,42 @@ func (v *PoolValidator) checkStranded(ctx context.Context, pool v1alpha1.Pool, o
 		len(stranded), map[bool]string{true: "IPAddress", false: "IPAddresses"}[len(stranded) == 1], formatAddrs(stranded)))}, nil
 }
 
-// addressesOf lists the pool's IPAddresses through the cache index.
-func (v *PoolValidator) addressesOf(ctx context.Context, pool v1alpha1.Pool) (*ipamv1.IPAddressList, error) {
+// addressesOf returns the pool's allocated addresses: those of its
+// IPAddresses and of its live allocation records. The records are
+// cluster-scoped, so a manager watching some namespaces still sees every
+// address of a global pool.
+func (v *PoolValidator) addressesOf(ctx context.Context, pool v1alpha1.Pool) ([]netip.Addr, error) {
 	if v.Client == nil {
 		return nil, errNoClient
 	}
+	key := index.KeyOf(pool).String()
 	addrs := &ipamv1.IPAddressList{}
-	if err := v.Client.List(ctx, addrs, client.MatchingFields{index.IPAddressPoolField: index.KeyOf(pool).String()}); err != nil {
+	if err := v.Client.List(ctx, addrs, client.MatchingFields{index.IPAddressPoolField: key}); err != nil {
 		return nil, fmt.Errorf("failed to list the IPAddresses of %s: %w", describe(pool), err)
 	}
-	return addrs, nil
+	recs := &v1alpha1.MonolithIPAllocationList{}
+	if err := v.Client.List(ctx, recs, client.MatchingFields{index.AllocationPoolField: key}); err != nil {
+		return nil, fmt.Errorf("failed to list the allocation records of %s: %w", describe(pool), err)
+	}
+	seen := map[netip.Addr]struct{}{}
+	var out []netip.Addr
+	add := func(s string) {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			if _, ok := seen[ip]; !ok {
+				seen[ip] = struct{}{}
+				out = append(out, ip)
+			}
+		}
+	}
+	for i := range addrs.Items {
+		add(addrs.Items[i].Spec.Address)
+	}
+	for i := range recs.Items {
+		if !recs.Items[i].IsReleased() {
+			add(recs.Items[i].Spec.Address)
+		}
+	}
+	return out, nil
 }
 
 func intersect(a, b *netipx.IPSet) (*netipx.IPSet, error) {

@@ -11,7 +11,11 @@
 // `clusterctl move`, which deletes the pools from the source cluster after
 // copying them).
 //
-// The validator reads other pools and the pool's IPAddresses from the
-// manager's cache; the IPAddress lookup uses index.IPAddressPoolField, so
-// index.Setup must run on the same manager.
+// The validator reads other pools, the pool's IPAddresses and its
+// allocation records from the manager's cache; the lookups use
+// index.IPAddressPoolField and index.AllocationPoolField, so index.Setup
+// must run on the same manager. The webhook is a courtesy that answers
+// early and clearly: two pools applied together both pass it, and it may be
+// off, so the allocation records alone keep overlapping pools from handing
+// out one address twice.
 package webhooks

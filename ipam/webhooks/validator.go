@@ -23,6 +23,7 @@ import (
 // +kubebuilder:webhook:verbs=create;update;delete,path=/validate-ipam-cluster-x-k8s-io-v1alpha1-globalmonolithippool,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=ipam.cluster.x-k8s.io,resources=globalmonolithippools,versions=v1alpha1,name=validation.globalmonolithippool.ipam.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithipallocations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 
 // PoolValidator validates both pool kinds. It implements
@@ -180,7 +181,7 @@ func (v *PoolValidator) ValidateDelete(ctx context.Context, obj runtime.Object) 
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if n := len(addrs.Items); n > 0 {
+	if n := len(addrs); n > 0 {
 		return nil, apierrors.NewForbidden(groupResourceOf(pool), pool.GetName(), fmt.Errorf(
 			"%s still allocated from this %s; delete their IPAddressClaims first, "+
 				"or set the annotation %s: \"true\" to delete it anyway (as when moving it with clusterctl move)",

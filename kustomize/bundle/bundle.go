@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -29,16 +30,23 @@ type Options struct {
 	// (vX.Y.Z): the repository's version folder and the metadata's
 	// release series.
 	Version string
-	// Image is the default of ${MONOLITH_IMAGE}. Default:
+	// Image is the default of ${MONOLITH_IMAGE}, written in its canonical
+	// form (capi-monolith:dev becomes docker.io/library/capi-monolith:dev):
+	// clusterctl refuses components whose image is not canonical. Default:
 	// DefaultImageRepository:<Version>.
 	Image string
 }
 
 func (o Options) image() string {
-	if o.Image != "" {
+	if o.Image == "" {
+		return DefaultImageRepository + ":" + o.Version
+	}
+	named, err := reference.ParseNormalizedNamed(o.Image)
+	if err != nil {
+		// Validate reported it before.
 		return o.Image
 	}
-	return DefaultImageRepository + ":" + o.Version
+	return named.String()
 }
 
 // Validate reports a version clusterctl would not accept as a version
@@ -49,6 +57,11 @@ func (o Options) Validate() error {
 	}
 	if strings.ContainsAny(o.Image, "${} \t\n") {
 		return fmt.Errorf("invalid image %q: it must not contain spaces, '$', '{' or '}'", o.Image)
+	}
+	if o.Image != "" {
+		if _, err := reference.ParseNormalizedNamed(o.Image); err != nil {
+			return fmt.Errorf("invalid image %q: %w", o.Image, err)
+		}
 	}
 	return nil
 }
@@ -94,6 +107,13 @@ func (s sources) build(opts Options) (Repository, error) {
 		}
 		repo[path.Join(dir, p.ComponentsFile)] = out
 		repo[path.Join(dir, "metadata.yaml")] = metadata
+		if p.ExtensionConfig {
+			b, err := fs.ReadFile(s.kustomize, path.Join("registration", ExtensionConfigFile))
+			if err != nil {
+				return nil, fmt.Errorf("failed to read %s: %w", ExtensionConfigFile, err)
+			}
+			repo[path.Join(dir, ExtensionConfigFile)] = b
+		}
 		if !p.Templates {
 			continue
 		}
@@ -132,16 +152,40 @@ func kustomizeBuild(mem filesys.FileSystem, p Provider) ([]byte, error) {
 	return out, nil
 }
 
-// metadataYAML maps the version's release series to the contract.
+// Series is a release series: a major.minor of capi-monolith.
+type Series struct{ Major, Minor uint }
+
+// ReleasedSeries are the release series published so far, oldest first.
+// clusterctl upgrade reads the newest release's metadata.yaml and needs the
+// installed version's series in it: a released minor stays here for good
+// (add one when it is released).
+var ReleasedSeries = []Series{{Major: 0, Minor: 1}}
+
+// metadataYAML maps every released series up to the version's, and the
+// version's own, to the contract.
 func metadataYAML(v *version.Version) []byte {
-	return fmt.Appendf(nil, `# Maps capi-monolith's release series to the Cluster API contract it implements.
+	own := Series{Major: v.Major(), Minor: v.Minor()}
+	var b strings.Builder
+	b.WriteString(`# Maps capi-monolith's release series to the Cluster API contract they implement.
 apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Metadata
 releaseSeries:
-- major: %d
-  minor: %d
-  contract: %s
-`, v.Major(), v.Minor(), Contract)
+`)
+	for _, s := range seriesUpTo(own) {
+		fmt.Fprintf(&b, "- major: %d\n  minor: %d\n  contract: %s\n", s.Major, s.Minor, Contract)
+	}
+	return []byte(b.String())
+}
+
+// seriesUpTo returns the released series older than own, then own.
+func seriesUpTo(own Series) []Series {
+	var out []Series
+	for _, s := range ReleasedSeries {
+		if s.Major < own.Major || (s.Major == own.Major && s.Minor < own.Minor) {
+			out = append(out, s)
+		}
+	}
+	return append(out, own)
 }
 
 // ClusterctlConfig is a clusterctl configuration file listing the three

@@ -56,6 +56,7 @@ func TestRepositoryLayout(t *testing.T) {
 		"ipam-monolith"+v+"metadata.yaml",
 		"runtime-extension-monolith"+v+"runtime-extension-components.yaml",
 		"runtime-extension-monolith"+v+"metadata.yaml",
+		"runtime-extension-monolith"+v+"extensionconfig.yaml",
 	))
 
 	// clusterctl.yaml lists the three providers at this folder.
@@ -110,6 +111,42 @@ func TestImageAndVersionOptions(t *testing.T) {
 		g.Expect(c).To(ContainSubstring("image: ${MONOLITH_IMAGE:=example.com/monolith:dev}"))
 		g.Expect(string(repo[p.Label+"/v1.2.3-rc.1/metadata.yaml"])).To(ContainSubstring("major: 1\n  minor: 2\n"))
 	}
+	// A local image (make image tags capi-monolith:dev) is written in the
+	// canonical form clusterctl requires.
+	repo, err = bundle.Build(bundle.Options{Version: "v1.2.3", Image: "capi-monolith:dev"})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range bundle.Providers {
+		g.Expect(string(repo[p.Label+"/v1.2.3/"+p.ComponentsFile])).To(ContainSubstring("image: ${MONOLITH_IMAGE:=docker.io/library/capi-monolith:dev}"))
+	}
+}
+
+// TestMetadataListsEveryReleaseSeries: clusterctl upgrade from an older
+// minor needs the installed series in the newest metadata.yaml.
+func TestMetadataListsEveryReleaseSeries(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    []string
+	}{
+		{"v0.1.3", []string{"v0.1.0"}},
+		{"v0.2.0", []string{"v0.1.0", "v0.2.0"}},
+		{"v1.0.0-rc.1", []string{"v0.1.0", "v1.0.0"}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			g := NewWithT(t)
+			repo, err := bundle.Build(bundle.Options{Version: tc.version})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range bundle.Providers {
+				var md clusterctlv1.Metadata
+				g.Expect(yaml.UnmarshalStrict(repo[p.Label+"/"+tc.version+"/metadata.yaml"], &md)).To(Succeed())
+				g.Expect(md.ReleaseSeries).To(HaveLen(len(tc.want)))
+				for _, v := range tc.want {
+					series := md.GetReleaseSeriesForVersion(mustSemver(t, v))
+					g.Expect(series).NotTo(BeNil(), v)
+					g.Expect(series.Contract).To(Equal("v1beta2"))
+				}
+			}
+		})
+	}
 }
 
 func TestCommandRejectsBadInput(t *testing.T) {
@@ -124,6 +161,7 @@ func TestCommandRejectsBadInput(t *testing.T) {
 		{"version without v", []string{"--version", "0.1.0", "--out", out}, "leading v"},
 		{"version not semantic", []string{"--version", "v1.2", "--out", out}, "semantic version"},
 		{"image breaking the variable", []string{"--version", "v0.1.0", "--out", out, "--image", "a:${B}"}, "invalid image"},
+		{"image no reference", []string{"--version", "v0.1.0", "--out", out, "--image", "Capi:dev"}, "invalid image"},
 		{"unknown flag", []string{"--versoin", "v0.1.0"}, "unknown flag: --versoin"},
 		{"extra argument", []string{"--version", "v0.1.0", "--out", out, "extra"}, `unexpected arguments ["extra"]`},
 	} {

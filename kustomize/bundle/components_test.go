@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/yaml"
+
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -49,7 +55,12 @@ func TestComponentsFollowClusterctlsContract(t *testing.T) {
 					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
-			g.Expect(comps.Variables()).To(ConsistOf(componentsVariables))
+			want := componentsVariables
+			if p.Overlay == "infrastructure" {
+				// The docker backend's socket group.
+				want = append(slices.Clone(want), "MONOLITH_DOCKER_SOCKET_GID")
+			}
+			g.Expect(comps.Variables()).To(ConsistOf(want))
 			g.Expect(comps.Images()).To(ConsistOf(bundle.DefaultImageRepository + ":" + testVersion))
 
 			// Every variable has a default: processing with none set works,
@@ -190,8 +201,9 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			g.Expect(fmt.Sprint(env)).To(ContainSubstring("name:POD_NAMESPACE valueFrom:map[fieldRef:map[fieldPath:metadata.namespace]]"))
 
 			// The runtime extension is served behind the webhook Service,
-			// with the webhook certificate; the module registers its
-			// ExtensionConfig from these flags.
+			// with the webhook certificate. The release's
+			// extensionconfig.yaml points at them (the all-in-one
+			// Deployment registers itself from these flags).
 			services := ofKind(b.objs, "Service")
 			var webhookService string
 			for _, s := range services {
@@ -206,10 +218,25 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			ns := deployment.GetNamespace()
 			g.Expect(dnsNames).To(ConsistOf(webhookService+"."+ns+".svc", webhookService+"."+ns+".svc.cluster.local"))
 			g.Expect(fmt.Sprint(deployment.Object)).To(ContainSubstring("secretName:" + secret))
-			g.Expect(ofKind(b.objs, "ExtensionConfig")).To(BeEmpty(), "the runtimeext module registers its ExtensionConfig itself")
+			g.Expect(ofKind(b.objs, "ExtensionConfig")).To(BeEmpty(), "no ExtensionConfig in a components file")
 			if slices.Contains(b.p.Modules, "runtimeext") {
 				g.Expect(flags.Lookup("runtimeext-service-name").Value.String()).To(Equal(webhookService))
 				g.Expect(flags.Lookup("runtimeext-ca-secret").Value.String()).To(Equal(secret))
+				// Self-registration is the all-in-one's only (no clusterctl).
+				g.Expect(flags.Lookup("runtimeext-self-register").Value.String()).To(Equal(strconv.FormatBool(b.p.Label == bundle.AllInOne.Label)))
+				if b.p.ExtensionConfig {
+					ec := &runtimev1.ExtensionConfig{}
+					raw, err := os.ReadFile(filepath.Join(repoDir, b.p.Label, testVersion, bundle.ExtensionConfigFile))
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(yaml.UnmarshalStrict(raw, ec)).To(Succeed())
+					g.Expect(ec.Name).To(Equal("monolith"))
+					g.Expect(ec.Spec.ClientConfig.Service.Namespace).To(Equal(ns))
+					g.Expect(ec.Spec.ClientConfig.Service.Name).To(Equal(webhookService))
+					g.Expect(ec.Spec.ClientConfig.Service.Port).To(HaveValue(BeEquivalentTo(443)))
+					g.Expect(ec.Annotations).To(HaveKeyWithValue("runtime.cluster.x-k8s.io/inject-ca-from-secret", ns+"/"+secret))
+					// Only namespaces that opt in.
+					g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"runtime.capi-monolith.dev/enabled": "true"}))
+				}
 			} else {
 				g.Expect(flags.Changed("runtimeext-service-name")).To(BeFalse())
 			}
@@ -259,8 +286,15 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 		"monolithclusters.infrastructure.cluster.x-k8s.io", "monolithclustertemplates.infrastructure.cluster.x-k8s.io",
 		"monolithmachines.infrastructure.cluster.x-k8s.io", "monolithmachinetemplates.infrastructure.cluster.x-k8s.io"))
 	ipam := ofKind(all[1].objs, "CustomResourceDefinition")
-	g.Expect(names(ipam)).To(Equal([]string{"globalmonolithippools.ipam.cluster.x-k8s.io", "monolithippools.ipam.cluster.x-k8s.io"}))
+	g.Expect(names(ipam)).To(Equal([]string{"globalmonolithippools.ipam.cluster.x-k8s.io",
+		"monolithipallocations.ipam.cluster.x-k8s.io", "monolithippools.ipam.cluster.x-k8s.io"}))
 	for _, crd := range ipam {
+		if crd.GetName() == "monolithipallocations.ipam.cluster.x-k8s.io" {
+			// Allocation records stay behind on clusterctl move: the
+			// target's ipam module records the moved IPAddresses anew.
+			g.Expect(crd.GetLabels()).NotTo(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
+			continue
+		}
 		// Pools are no Cluster's descendants: clusterctl move takes them
 		// (and the addresses they own) only with this label.
 		g.Expect(crd.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io/move-hierarchy"))
@@ -291,7 +325,7 @@ func moduleCRDs(t *testing.T, module string) []string {
 }
 
 // bundleFlags are the manager flags an overlay sets for itself.
-var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret="}
+var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register"}
 
 // sharedManagerSpec is a Deployment's pod spec without what differs by
 // design between bundles: names (ServiceAccount, Secret), the provider
@@ -307,6 +341,9 @@ func sharedManagerSpec(t *testing.T, d unstructured.Unstructured) map[string]any
 	delete(pod, "containers")
 	delete(pod, "serviceAccountName")
 	delete(pod, "volumes")
+	if sc, ok := pod["securityContext"].(map[string]any); ok {
+		delete(sc, "supplementalGroups") // the docker socket's group
+	}
 	var args []any
 	for _, a := range container["args"].([]any) {
 		if !slices.ContainsFunc(bundleFlags, func(f string) bool { return strings.HasPrefix(a.(string), f) }) {
@@ -347,6 +384,27 @@ func TestInfrastructureKindsAreAggregatedToCore(t *testing.T) {
 				return
 			}
 			g.Expect(aggregated).To(ContainElements("monolithclusters", "monolithmachines", "monolithmachinepools"))
+		})
+	}
+}
+
+// The manager (uid 65532) reaches a root:docker 0660 socket through its
+// supplementary group: the infrastructure Deployment (and only the bundles
+// mounting the socket) adds ${MONOLITH_DOCKER_SOCKET_GID}, an integer once
+// clusterctl processed it.
+func TestDockerSocketGroupIsSupplementary(t *testing.T) {
+	for _, p := range bundle.Providers {
+		t.Run(p.Label, func(t *testing.T) {
+			g := NewWithT(t)
+			deployments := ofKind(components(t, p, "").Objs(), "Deployment")
+			g.Expect(deployments).To(HaveLen(1))
+			groups, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			g.Expect(err).NotTo(HaveOccurred())
+			if p.Overlay != "infrastructure" {
+				g.Expect(found).To(BeFalse())
+				return
+			}
+			g.Expect(groups).To(Equal([]any{int64(0)}))
 		})
 	}
 }

@@ -25,7 +25,14 @@ type Provider struct {
 	// Templates says whether the workload cluster templates and ClusterClass
 	// definitions ship with it (only the infrastructure provider's do).
 	Templates bool
+	// ExtensionConfig says whether the release carries ExtensionConfigFile,
+	// the runtime extension's registration the admin applies.
+	ExtensionConfig bool
 }
+
+// ExtensionConfigFile is the runtime extension's ExtensionConfig in its
+// version folder (from kustomize/registration), not part of the components.
+const ExtensionConfigFile = "extensionconfig.yaml"
 
 // AllInOne is the overlay with every module in one Deployment, for dev
 // management clusters; it is no clusterctl provider.
@@ -57,10 +64,11 @@ var Providers = []Provider{
 		Modules:        []string{"ipam"},
 	},
 	{
-		Overlay:        "runtime-extension",
-		Type:           "RuntimeExtensionProvider",
-		Label:          "runtime-extension-" + ProviderName,
-		ComponentsFile: "runtime-extension-components.yaml",
-		Modules:        []string{"runtimeext"},
+		Overlay:         "runtime-extension",
+		Type:            "RuntimeExtensionProvider",
+		Label:           "runtime-extension-" + ProviderName,
+		ComponentsFile:  "runtime-extension-components.yaml",
+		Modules:         []string{"runtimeext"},
+		ExtensionConfig: true,
 	},
 }

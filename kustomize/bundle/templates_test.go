@@ -212,3 +212,20 @@ func toInt64(g Gomega, v any) int64 {
 	g.Expect(v).To(BeNumerically(">=", 0), "not a number: %#v", v)
 	return 0
 }
+
+// clusterctl move takes what a Cluster owns (and the Secrets it knows by
+// name); the bootstrap Secret is neither, so it carries the move label, or
+// moved Machines would reference a Secret left in the source.
+func TestTemplatesSecretsMoveWithTheirCluster(t *testing.T) {
+	for _, flavor := range flavors {
+		t.Run("flavor "+strconv.Quote(flavor), func(t *testing.T) {
+			g := NewWithT(t)
+			for _, o := range template(t, flavor, "default").Objs() {
+				if o.GetKind() != "Secret" {
+					continue
+				}
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io/move", ""), "Secret %s", o.GetName())
+			}
+		})
+	}
+}

@@ -1,14 +1,18 @@
-// Package registration registers the extension with Cluster API: at start-up
-// it server-side applies an ExtensionConfig (runtime.cluster.x-k8s.io/v1beta2)
-// pointing at the Service in front of the webhook port, with Cluster API's
-// inject-ca-from-secret annotation so that core fills in the CA bundle itself.
+// Package registration is the runtimeext module's opt-in self-registration
+// with Cluster API: at start-up it creates an ExtensionConfig
+// (runtime.cluster.x-k8s.io/v1beta2) pointing at the Service in front of the
+// webhook port, with Cluster API's inject-ca-from-secret annotation so that
+// core fills in the CA bundle itself, when none of that name exists.
 //
-// It is a runnable rather than a manifest because a components file cannot
-// carry it: clusterctl init installs providers before core's webhooks for
-// ExtensionConfig serve, and --target-namespace would leave the Service
-// namespace stale. It retries with backoff until applied and never deletes
-// the object: a restarting extension must not make Cluster API forget its
-// handlers.
+// The ExtensionConfig belongs to the administrator: the released way to
+// register is a separate file of the runtime-extension release, applied by
+// hand (a components file cannot carry it: clusterctl init installs
+// providers before core's webhooks for ExtensionConfig serve). Self
+// registration, when turned on, therefore only creates a missing object and
+// never patches an existing one, so an admin's edits (selector, settings,
+// failure policy of their own) survive every restart. It retries with
+// backoff until done and never deletes the object: a restarting extension
+// must not make Cluster API forget its handlers.
 package registration
 
 import (
@@ -17,10 +21,9 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -34,14 +37,18 @@ import (
 
 // Defaults of the registration flags.
 const (
-	DefaultName          = "monolith"
-	DefaultServiceName   = "capi-monolith-webhook-service"
-	DefaultServicePort   = 443
-	DefaultCASecret      = "capi-monolith-webhook-service-cert"
-	FieldOwner           = "capi-monolith-runtimeext"
-	InjectCAAnnotation   = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
-	defaultInitialDelay  = time.Second
-	defaultMaxRetryDelay = time.Minute
+	DefaultName        = "monolith"
+	DefaultServiceName = "capi-monolith-webhook-service"
+	DefaultServicePort = 443
+	DefaultCASecret    = "capi-monolith-webhook-service-cert"
+	FieldOwner         = "capi-monolith-runtimeext"
+	// NamespaceOptInLabel is the label a namespace carries to have its
+	// Clusters' hooks called; DefaultNamespaceSelector selects it.
+	NamespaceOptInLabel      = "runtime.capi-monolith.dev/enabled"
+	DefaultNamespaceSelector = NamespaceOptInLabel + "=true"
+	InjectCAAnnotation       = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+	defaultInitialDelay      = time.Second
+	defaultMaxRetryDelay     = time.Minute
 )
 
 // Options describe the ExtensionConfig to register.
@@ -58,10 +65,10 @@ type Options struct {
 	// Cluster API injects.
 	CASecret string
 	// NamespaceSelector is a label selector of the namespaces whose Clusters
-	// the hooks apply to; empty means all.
+	// the hooks apply to; empty means all (the flag defaults to
+	// DefaultNamespaceSelector: only namespaces that opt in).
 	NamespaceSelector string
-	// Settings become spec.settings; nil leaves them to whoever edits the
-	// object (server-side apply keeps fields others own).
+	// Settings become spec.settings of a created object.
 	Settings map[string]string
 
 	// InitialRetryDelay and MaxRetryDelay bound the backoff between tries.
@@ -122,7 +129,8 @@ func (o Options) ExtensionConfig() (*runtimev1.ExtensionConfig, error) {
 	return ec, nil
 }
 
-// Registrar applies the ExtensionConfig once the webhook server serves.
+// Registrar creates the ExtensionConfig, when missing, once the webhook
+// server serves.
 type Registrar struct {
 	Client  client.Client
 	Options Options
@@ -136,12 +144,13 @@ var (
 	_ manager.LeaderElectionRunnable = &Registrar{}
 )
 
-// NeedLeaderElection is false: every replica serves hooks and the apply is
-// idempotent, so registration must not wait for a lease.
+// NeedLeaderElection is false: every replica serves hooks and creating a
+// missing object is idempotent (the apiserver lets one create win), so
+// registration must not wait for a lease.
 func (r *Registrar) NeedLeaderElection() bool { return false }
 
-// Start applies the ExtensionConfig with backoff until it succeeds or ctx
-// ends, then returns nil (a runnable that returns does not stop the
+// Start ensures the ExtensionConfig exists, with backoff until it succeeds
+// or ctx ends, then returns nil (a runnable that returns does not stop the
 // manager).
 func (r *Registrar) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("ExtensionConfig", r.Options.Name)
@@ -161,7 +170,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 				return false, nil
 			}
 		}
-		if err := r.Apply(ctx); err != nil {
+		if err := r.Ensure(ctx); err != nil {
 			log.Info("Failed to register the extension, retrying", "error", err.Error())
 			return false, nil
 		}
@@ -177,21 +186,29 @@ func (r *Registrar) Start(ctx context.Context) error {
 	return nil
 }
 
-// Apply server-side applies the ExtensionConfig once.
-func (r *Registrar) Apply(ctx context.Context) error {
+// Ensure creates the ExtensionConfig when none of its name exists, and
+// leaves an existing one exactly as it is: its fields are the admin's.
+func (r *Registrar) Ensure(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("ExtensionConfig", r.Options.Name)
 	ec, err := r.Options.ExtensionConfig()
 	if err != nil {
 		return err
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ec)
-	if err != nil {
-		return fmt.Errorf("failed to convert ExtensionConfig %s: %w", ec.Name, err)
+	existing := &runtimev1.ExtensionConfig{}
+	err = r.Client.Get(ctx, client.ObjectKey{Name: ec.Name}, existing)
+	switch {
+	case err == nil:
+		log.V(1).Info("ExtensionConfig exists; leaving it as it is")
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("failed to read ExtensionConfig %s: %w", ec.Name, err)
 	}
-	// Cluster API generates no apply configurations: apply the unstructured
-	// form, which carries only the fields set above.
-	obj := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-	if err := r.Client.Apply(ctx, obj, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply ExtensionConfig %s: %w", ec.Name, err)
+	if err := r.Client.Create(ctx, ec, client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Another replica (or the admin) was first: theirs stands.
+			return nil
+		}
+		return fmt.Errorf("failed to create ExtensionConfig %s: %w", ec.Name, err)
 	}
 	return nil
 }

@@ -67,8 +67,8 @@ type IPPoolSpec struct {
 	Addresses []string `json:"addresses"`
 
 	// prefix is the subnet prefix length handed out with every address:
-	// 0-32 for IPv4, 0-128 for IPv6.
-	// +kubebuilder:validation:Minimum=0
+	// 1-32 for IPv4, 1-128 for IPv6.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=128
 	// +required
 	Prefix int32 `json:"prefix"`

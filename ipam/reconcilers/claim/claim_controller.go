@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,12 +30,21 @@ import (
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithipallocations,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithipallocations/status,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler fulfils IPAddressClaims from our pools.
 type Reconciler struct {
-	Client           client.Client
+	Client client.Client
+	// APIReader reads past the cache: whether a record create that failed
+	// committed, whether an address is really taken.
+	APIReader        client.Reader
 	Ledger           *ledger.Ledger
 	WatchFilterValue string
+	// Recorder, when set, gets a Warning Event for every claim that cannot
+	// be served.
+	Recorder events.EventRecorder
 
 	// firstSeen remembers when each unfulfilled claim was first seen, for
 	// the allocation latency metric.
@@ -47,8 +57,8 @@ type Reconciler struct {
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
-	if r.Client == nil || r.Ledger == nil {
-		return errors.New("claim.Reconciler: Client and Ledger are required")
+	if r.Client == nil || r.APIReader == nil || r.Ledger == nil {
+		return errors.New("claim.Reconciler: Client, APIReader and Ledger are required")
 	}
 	scaffold, err := reconcile.New(reconcile.Options[*ipamv1.IPAddressClaim]{
 		Client:           r.Client,
@@ -79,6 +89,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.Cluster{}, r.clusterToClaims(),
 			builder.WithPredicates(watch.ClusterEvents(mgr.GetScheme(), log, r.WatchFilterValue))).
 		Watches(&ipamv1.IPAddress{}, r.addressEvents()).
+		Watches(&v1alpha1.MonolithIPAllocation{}, r.releasedRecordToWaitingClaims()).
 		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToWaitingClaims(), builder.WithPredicates(predicate.NewPredicateFuncs(isOurs))).
 		Watches(&v1alpha1.MonolithIPPool{}, r.poolToWaitingClaims(), poolChanged).
 		Watches(&v1alpha1.GlobalMonolithIPPool{}, r.poolToWaitingClaims(), poolChanged).

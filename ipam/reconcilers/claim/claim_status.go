@@ -1,6 +1,7 @@
 package claim
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -19,6 +20,17 @@ func setBound(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 		Message:            "Address " + address.Spec.Address + " allocated",
 		ObservedGeneration: claim.Generation,
 	})
+}
+
+// notReady sets Ready=False and, when the reason or message is new, emits
+// a Warning Event, so that an operator sees every claim that cannot be
+// served in `kubectl get events` as well as on the claim.
+func (r *Reconciler) notReady(claim *ipamv1.IPAddressClaim, reason, message string) {
+	if c := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); r.Recorder != nil &&
+		(c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || c.Message != message) {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", message)
+	}
+	setNotReady(claim, reason, message)
 }
 
 func setNotReady(claim *ipamv1.IPAddressClaim, reason, message string) {

@@ -119,3 +119,24 @@ func (r *Reconciler) releasedClaimToWaitingClaims() handler.EventHandler {
 		},
 	}
 }
+
+// releasedRecordToWaitingClaims wakes the claims waiting on a pool when an
+// address of it is released or freed, by any manager: a shard serving other
+// namespaces sees none of their claims go, but sees their records.
+func (r *Reconciler) releasedRecordToWaitingClaims() handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		if rec, ok := o.(*v1alpha1.MonolithIPAllocation); ok {
+			r.enqueueWaiting(ctx, index.KeyOfAllocation(rec), q)
+		}
+	}
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if rec, ok := e.ObjectNew.(*v1alpha1.MonolithIPAllocation); ok && rec.IsReleased() {
+				enqueue(ctx, rec, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
+}

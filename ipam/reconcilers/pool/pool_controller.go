@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -31,11 +32,13 @@ import (
 	"github.com/capi-monolith/capi-monolith/ipam/index"
 	"github.com/capi-monolith/capi-monolith/ipam/ledger"
 	"github.com/capi-monolith/capi-monolith/ipam/metrics"
+	"github.com/capi-monolith/capi-monolith/ipam/records"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools/status;globalmonolithippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithipallocations,verbs=get;list;watch;delete
 
 const (
 	// deletionRecheck is how often a pool held by allocated addresses is
@@ -90,7 +93,7 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 			// once and undo the batching of address events.
 			ignoreStatusUpdates())).
 		WithOptions(options).
-		Watches(&ipamv1.IPAddress{}, r.addressToPool()).
+		Watches(&v1alpha1.MonolithIPAllocation{}, r.recordToPool()).
 		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToPool()).
 		Complete(scaffold)
 }
@@ -111,15 +114,16 @@ func ignoreStatusUpdates() predicate.Predicate {
 	}
 }
 
-// addressToPool brings a pool back when one of its addresses changes, so
-// that its counts stay current and a held deletion proceeds.
-func (r *Reconciler[T]) addressToPool() handler.EventHandler {
+// recordToPool brings a pool back when one of its allocation records
+// changes, whichever manager or namespace it is for, so that its counts stay
+// current and a held deletion proceeds.
+func (r *Reconciler[T]) recordToPool() handler.EventHandler {
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-		a, ok := o.(*ipamv1.IPAddress)
+		rec, ok := o.(*v1alpha1.MonolithIPAllocation)
 		if !ok {
 			return
 		}
-		if key, ours := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ours && key.Kind == r.Kind {
+		if key := index.KeyOfAllocation(rec); key.Kind == r.Kind {
 			// Delayed so that a burst of allocations costs one status
 			// write per pool per statusBatchDelay, not one per address:
 			// the queue keeps a pool waiting only once.
@@ -129,6 +133,9 @@ func (r *Reconciler[T]) addressToPool() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(e.ObjectNew, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			enqueue(e.Object, q)
@@ -153,7 +160,8 @@ func (r *Reconciler[T]) releasedClaimToPool() handler.EventHandler {
 	}
 }
 
-// ReconcileNormal reports the pool's counts and validity.
+// ReconcileNormal reports the pool's counts and validity, and deletes its
+// released records whose grace period is over.
 func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	state, err := r.Ledger.For(ctx, pool)
@@ -167,29 +175,88 @@ func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *reconcile.Scope[
 		}
 		return ctrl.Result{}, err
 	}
+	res, err := r.collectExpired(ctx, index.KeyOf(pool))
 	c := state.Allocator().Counts().Int64()
 	pool.GetStatus().IPAddresses = &v1alpha1.IPAddressesStatus{
 		Total: c.Total, Used: c.Used, Free: c.Free, OutOfRange: int64(c.OutOfRange), Capped: c.Capped,
 	}
 	metrics.SetPool(index.KeyOf(pool), c)
 	setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, "")
+	return res, err
+}
+
+// poolRecords lists the pool's allocation records from the cache; records
+// are cluster-scoped, so every namespace's are there whatever the manager
+// watches.
+func (r *Reconciler[T]) poolRecords(ctx context.Context, key index.PoolKey) ([]v1alpha1.MonolithIPAllocation, error) {
+	list := &v1alpha1.MonolithIPAllocationList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.AllocationPoolField: key.String()}); err != nil {
+		return nil, fmt.Errorf("failed to list the allocation records of the pool: %w", err)
+	}
+	return list.Items, nil
+}
+
+// collectExpired deletes the pool's released records whose grace period is
+// over, and asks to come back when the next one ends.
+func (r *Reconciler[T]) collectExpired(ctx context.Context, key index.PoolKey) (ctrl.Result, error) {
+	recs, err := r.poolRecords(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := time.Now()
+	var next time.Duration
+	for i := range recs {
+		rec := &recs[i]
+		at, released := records.ReusableAfter(rec)
+		if !released {
+			continue
+		}
+		if wait := at.Sub(now); wait > 0 {
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		// Deleted only as read: a record re-created since is never lost.
+		if err := r.Client.Delete(ctx, rec, client.Preconditions{UID: &rec.UID, ResourceVersion: &rec.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to delete expired allocation record %s: %w", rec.Name, err)
+		}
+	}
+	if next > 0 {
+		return ctrl.Result{RequeueAfter: next + time.Second}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
 // ReconcileDelete lets the pool go once no address of it is allocated, or
-// at once with the skip-delete-protection annotation (clusterctl move).
+// at once with the skip-delete-protection annotation (clusterctl move). The
+// count comes from the allocation records, which every manager sees whole.
 func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	key := index.KeyOf(pool)
+	recs, err := r.poolRecords(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if pool.GetAnnotations()[v1alpha1.SkipDeleteProtectionAnnotation] != "true" {
-		addresses := &ipamv1.IPAddressList{}
-		if err := r.Client.List(ctx, addresses, client.MatchingFields{index.IPAddressPoolField: key.String()}); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to list the IPAddresses of the pool: %w", err)
+		n := 0
+		for i := range recs {
+			if !recs[i].IsReleased() {
+				n++
+			}
 		}
-		if n := len(addresses.Items); n > 0 {
+		if n > 0 {
 			setReady(pool, metav1.ConditionFalse, v1alpha1.DeletionBlockedReason,
 				fmt.Sprintf("Deletion waits for %d allocated addresses to be released (or annotate the pool with %s=true)", n, v1alpha1.SkipDeleteProtectionAnnotation))
 			return ctrl.Result{RequeueAfter: deletionRecheck}, nil
+		}
+	}
+	// A deleted pool hands nothing out again: its records go with it (with
+	// skip-delete-protection, the IPAddresses moved elsewhere get new ones
+	// where they land).
+	for i := range recs {
+		if err := r.Client.Delete(ctx, &recs[i], client.Preconditions{UID: &recs[i].UID}); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to delete allocation record %s: %w", recs[i].Name, err)
 		}
 	}
 	r.Ledger.Remove(key)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"runtime"
 	"runtime/debug"
@@ -13,8 +14,10 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -126,6 +129,13 @@ type RunResult struct {
 	// RawRate is (a): IPAddresses created per second by a client with the
 	// module's rate limit.
 	RawRate float64
+	// RawUnthrottledRate is (a′): IPAddresses created per second by
+	// rawUnthrottledWorkers goroutines through a client with no rate limit,
+	// what the apiserver itself takes.
+	RawUnthrottledRate float64
+	// WritesPerClaim is the module's create, update, patch and delete
+	// requests from its start to the N-th fulfilment, over N.
+	WritesPerClaim float64
 	// CreateRate is how fast the unthrottled client created the claims.
 	CreateRate float64
 	// FulfilRate is (b): claims fulfilled per second, from the first create
@@ -231,12 +241,18 @@ func (b *Bench) Run(ctx context.Context, n, m int) (RunResult, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, b.cfg.RunTimeout, fmt.Errorf("the run with N=%d took longer than %s", n, b.cfg.RunTimeout))
 	defer cancel()
 
-	rawNS, rawRate, err := b.rawCreateRate(ctx, m)
+	rawNS, rawRate, err := b.rawCreateRate(ctx, m, b.cfg.Rate, b.cfg.Concurrency)
 	if err != nil {
 		return res, err
 	}
 	res.RawRate = rawRate
 	b.progress("N=%d: (a) %d raw creates at %.1f/s", n, m, res.RawRate)
+	rawUNS, rawURate, err := b.rawCreateRate(ctx, m, harness.Unthrottled, rawUnthrottledWorkers)
+	if err != nil {
+		return res, err
+	}
+	res.RawUnthrottledRate = rawURate
+	b.progress("N=%d: (a′) %d raw creates at %.1f/s, unthrottled, %d goroutines", n, m, res.RawUnthrottledRate, rawUnthrottledWorkers)
 
 	ns, err := b.env.CreateNamespace(ctx, "bench-ipam")
 	if err != nil {
@@ -272,6 +288,7 @@ func (b *Bench) Run(ctx context.Context, n, m int) (RunResult, error) {
 	res.FirstWindow = tl.Elapsed(res.WindowSize)
 	res.LastWindow = tl.Window(n, res.WindowSize)
 	res.ModuleRequests, res.FeedRequests = requests.Snapshot(), b.feedRequests.Snapshot()
+	res.WritesPerClaim = float64(writes(res.ModuleRequests)) / float64(n)
 
 	if res.SampledRSS, err = stopSampler(); err != nil {
 		return res, err
@@ -302,7 +319,7 @@ func (b *Bench) Run(ctx context.Context, n, m int) (RunResult, error) {
 	}
 	if b.cfg.Cleanup {
 		start := time.Now()
-		if err := b.cleanup(ctx, ns.Name, rawNS); err != nil {
+		if err := b.cleanup(ctx, ns.Name, rawNS, rawUNS); err != nil {
 			return res, err
 		}
 		b.progress("N=%d: run's objects deleted in %s", n, time.Since(start).Round(time.Millisecond))
@@ -312,20 +329,36 @@ func (b *Bench) Run(ctx context.Context, n, m int) (RunResult, error) {
 	return res, nil
 }
 
-// rawCreateRate is (a): m IPAddresses created in a namespace of their own
-// by Concurrency goroutines sharing one client limited to Rate, fresh so
-// that its token bucket starts as full as the module's.
-func (b *Bench) rawCreateRate(ctx context.Context, m int) (string, float64, error) {
+// rawUnthrottledWorkers is the number of goroutines of (a′).
+const rawUnthrottledWorkers = 4
+
+// writes counts the create, update, patch and delete requests in counts.
+func writes(counts []harness.RequestCount) int {
+	n := 0
+	for _, rc := range counts {
+		switch rc.Verb {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			n += rc.Count
+		}
+	}
+	return n
+}
+
+// rawCreateRate creates m IPAddresses in a namespace of their own by
+// workers goroutines sharing one client limited to rate, fresh so that its
+// token bucket starts as full as the module's: (a) with the module's limit
+// and Concurrency goroutines, (a′) unthrottled.
+func (b *Bench) rawCreateRate(ctx context.Context, m int, rate harness.Rate, workers int) (string, float64, error) {
 	ns, err := b.env.CreateNamespace(ctx, "bench-ipam-raw")
 	if err != nil {
 		return "", 0, err
 	}
-	c, err := harness.NewClient(b.env.Config, b.env.Scheme, b.cfg.Rate)
+	c, err := harness.NewClient(b.env.Config, b.env.Scheme, rate)
 	if err != nil {
 		return "", 0, err
 	}
 	start := time.Now()
-	err = harness.ForEach(ctx, m, b.cfg.Concurrency, func(ctx context.Context, i int) error {
+	err = harness.ForEach(ctx, m, workers, func(ctx context.Context, i int) error {
 		a := rawAddress(ns.Name, i)
 		if err := c.Create(ctx, a); err != nil {
 			return fmt.Errorf("failed to create IPAddress %s: %w", a.Name, err)
@@ -535,7 +568,7 @@ func (b *Bench) check(ctx context.Context, ns string, res *RunResult) error {
 // envtest runs no namespace controller, so the finalizers are removed here
 // and the objects deleted one collection at a time; the empty namespaces
 // stay.
-func (b *Bench) cleanup(ctx context.Context, ns, rawNS string) error {
+func (b *Bench) cleanup(ctx context.Context, ns string, rawNSs ...string) error {
 	unfinalize := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
 	for _, kind := range []struct {
 		list client.ObjectList
@@ -568,8 +601,18 @@ func (b *Bench) cleanup(ctx context.Context, ns, rawNS string) error {
 			return fmt.Errorf("failed to delete the run's %T: %w", kind.list, err)
 		}
 	}
-	if err := b.feed.DeleteAllOf(ctx, &ipamv1.IPAddress{}, client.InNamespace(rawNS)); err != nil {
-		return fmt.Errorf("failed to delete the raw IPAddresses: %w", err)
+	for _, rawNS := range rawNSs {
+		if err := b.feed.DeleteAllOf(ctx, &ipamv1.IPAddress{}, client.InNamespace(rawNS)); err != nil {
+			return fmt.Errorf("failed to delete the raw IPAddresses: %w", err)
+		}
+	}
+	// The module's allocation records are cluster-scoped and would keep
+	// the next run's addresses taken. Unstructured, so that the benchmark
+	// also measures a module without them (the kind is then unknown).
+	records := &unstructured.Unstructured{}
+	records.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("MonolithIPAllocation"))
+	if err := b.feed.DeleteAllOf(ctx, records); err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete the allocation records: %w", err)
 	}
 	return nil
 }
