@@ -19,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
 )
 
 func main() {
@@ -40,11 +39,10 @@ func run(ctx context.Context, args []string) error {
 	if handled, err := dispatch(ctx, args); handled {
 		return err
 	}
-	reg := builtin.Registry()
 	fs := pflag.NewFlagSet("capi-monolith", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	var opts manager.Options
-	manager.BindFlags(fs, &opts, reg)
+	_, bound := bindFlags(fs, &opts)
 	logOptions := logs.NewOptions()
 	logsv1.AddFlags(logOptions, fs)
 	// controller-runtime registers --kubeconfig on the Go flag set.
@@ -63,7 +61,8 @@ func run(ctx context.Context, args []string) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	if _, err := reg.Resolve(opts.EnableModules); err != nil {
+	mods, err := bound.Modules(opts.EnableModules)
+	if err != nil {
 		return err
 	}
 	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
@@ -76,7 +75,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("failed to load a kubeconfig: %w", err)
 	}
-	mgr, err := manager.New(ctrl.LoggerInto(ctx, log), restConfig, reg, opts)
+	mgr, err := manager.New(ctrl.LoggerInto(ctx, log), restConfig, opts, mods...)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 // These fail before any kubeconfig is read: no cluster is reachable here.
@@ -22,6 +23,8 @@ func TestRunRejectsBadFlagsAtStartup(t *testing.T) {
 		wantErr string
 	}{
 		{name: "an unknown module names the valid ones", args: []string{"--enable-modules=infra,dns"}, wantErr: `unknown module(s) "dns" in --enable-modules: valid modules are infra, machinepool, ipam, runtimeext`},
+		{name: "machinepool without infra is refused, naming infra", args: []string{"--enable-modules=machinepool,ipam"}, wantErr: `module "machinepool" requires module "infra": add it to --enable-modules`},
+		{name: "a bad module flag is refused", args: []string{"--docker-unprivileged-nodes=maybe"}, wantErr: "docker-unprivileged-nodes"},
 		{name: "an empty module list is refused", args: []string{"--enable-modules="}, wantErr: "--enable-modules is empty"},
 		{name: "a concurrency below one is refused", args: []string{"--ipam-concurrency=0"}, wantErr: "must be at least 1"},
 		{name: "a negative webhook port is refused", args: []string{"--webhook-port=-1"}, wantErr: "--webhook-port must be between 0 and 65535"},
@@ -36,6 +39,16 @@ func TestRunRejectsBadFlagsAtStartup(t *testing.T) {
 			g.Expect(run(context.Background(), tt.args)).To(MatchError(ContainSubstring(tt.wantErr)))
 		})
 	}
+}
+
+func TestRegistryHasTheFourModulesInSetupOrder(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(registry().Names()).To(Equal([]string{"infra", "machinepool", "ipam", "runtimeext"}))
+	var names []string
+	for _, m := range managertest.All() {
+		names = append(names, m.Name())
+	}
+	g.Expect(names).To(Equal(registry().Names()), "test/managertest builds the same modules as the binary")
 }
 
 func TestRunServesHealthAgainstARealAPIServerAndStopsOnCancel(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // DefaultKubeconfigOut is where `capi-monolith dev` writes the admin
@@ -40,28 +40,26 @@ type CommandOptions struct {
 	Cleanup       bool
 }
 
-// devFlags are the flag names CommandOptions binds; every other flag is the
-// manager's.
-var devFlags = map[string]bool{"kubeconfig": true, "kubeconfig-out": true, "data-dir": true, "quiet": true, "v": true, "help": true, "cleanup": true}
-
-// Command is `capi-monolith dev`: it starts the environment, prints what to
-// do next, and runs until ctx is cancelled (Ctrl-C) or a part of it fails,
-// then stops everything.
+// Command returns `capi-monolith dev` for the modules of reg: it starts the
+// environment, prints what to do next, and runs until ctx is cancelled
+// (Ctrl-C) or a part of it fails, then stops everything.
 //
 // Signals: the first SIGINT or SIGTERM stops gracefully; the second makes
 // the stop quick (SIGKILL to every child) but still removes what dev
 // installed and its state folder; a third exits at once (the children die
 // with dev by their parent-death signal, and the next start removes the
 // state a killed dev left). The caller must not handle these signals too.
-func Command(ctx context.Context, args []string) error {
-	signals := make(chan os.Signal, 3)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
-	return command(ctx, args, os.Stdout, os.Stderr, signals)
+func Command(reg *modules.Registry) func(ctx context.Context, args []string) error {
+	return func(ctx context.Context, args []string) error {
+		signals := make(chan os.Signal, 3)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(signals)
+		return command(ctx, reg, args, os.Stdout, os.Stderr, signals)
+	}
 }
 
 // command is Command with its outputs and signals given (nil: none).
-func command(ctx context.Context, args []string, stdout, stderr io.Writer, signals <-chan os.Signal) error {
+func command(ctx context.Context, reg *modules.Registry, args []string, stdout, stderr io.Writer, signals <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	force := make(chan struct{})
@@ -106,10 +104,17 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, signa
 	fs.BoolVar(&opts.Cleanup, "cleanup", false,
 		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
-	// The manager's flags, for --help and to reject bad ones now; they are
-	// parsed again by Start (see managerArgs).
-	var mgrOpts manager.Options
-	manager.BindFlags(fs, &mgrOpts, builtin.Registry())
+	// The manager's and the modules' flags, into typed options for Start.
+	// Dev's listener defaults apply unless a flag says otherwise.
+	mgrOpts := DefaultManagerOptions(nil)
+	manager.BindFlags(fs, &mgrOpts, reg.Names())
+	mgrOpts.HealthAddr, mgrOpts.Diagnostics.DiagnosticsAddress, mgrOpts.Diagnostics.InsecureDiagnostics = "0", "0", true
+	mgrOpts.WebhookHost = loopback
+	fs.Lookup("health-addr").DefValue = "0"
+	fs.Lookup("diagnostics-address").DefValue = "0"
+	fs.Lookup("insecure-diagnostics").DefValue = "true"
+	fs.Lookup("webhook-host").DefValue = loopback
+	bound := reg.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, Cluster API core and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -127,6 +132,13 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, signa
 	}
 	if opts.KubeconfigOut == "" {
 		return errors.New("--kubeconfig-out must not be empty")
+	}
+	if err := mgrOpts.Validate(); err != nil {
+		return err
+	}
+	mods, err := bound.Modules(mgrOpts.EnableModules)
+	if err != nil {
+		return err
 	}
 	kubeconfigOut, err := filepath.Abs(opts.KubeconfigOut)
 	if err != nil {
@@ -163,7 +175,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, signa
 		DataDir:       state,
 		Ephemeral:     ephemeral,
 		KubeconfigOut: kubeconfigOut,
-		ManagerArgs:   managerArgs(fs),
+		Modules:       mods,
+		Manager:       &mgrOpts,
 		Progress:      display,
 	})
 	if err != nil {
@@ -217,23 +230,6 @@ func cleanup(ctx context.Context, kubeconfig string, out io.Writer) error {
 		fmt.Fprintf(out, "Removed from the cluster of %s: %s\n", kubeconfig, left)
 	}
 	return err
-}
-
-// managerArgs turns the manager flags given on the command line back into
-// arguments for Start, which parses them against the registry it runs.
-func managerArgs(fs *pflag.FlagSet) []string {
-	var args []string
-	fs.Visit(func(f *pflag.Flag) {
-		if devFlags[f.Name] {
-			return
-		}
-		value := f.Value.String()
-		if s, ok := f.Value.(pflag.SliceValue); ok {
-			value = strings.Join(s.GetSlice(), ",")
-		}
-		args = append(args, "--"+f.Name+"="+value)
-	})
-	return args
 }
 
 // setUpLogging sends the controllers' logs (and client-go's) to

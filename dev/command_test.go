@@ -8,8 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
 
-	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/infra"
+	"github.com/capi-monolith/capi-monolith/ipam"
+	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // These fail before anything starts: no apiserver, no child process.
@@ -23,6 +24,7 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 		{name: "an unknown flag is refused", args: []string{"--no-such-flag"}, wantErr: "unknown flag: --no-such-flag"},
 		{name: "an empty kubeconfig-out is refused", args: []string{"--kubeconfig-out="}, wantErr: "--kubeconfig-out must not be empty"},
 		{name: "stray arguments are refused", args: []string{"serve"}, wantErr: `unexpected arguments ["serve"]`},
+		{name: "a module flag is bound", args: []string{"--docker-unprivileged-nodes=maybe"}, wantErr: "docker-unprivileged-nodes"},
 		{name: "a bad manager flag is refused", args: []string{"--sync-period=-1s"}, wantErr: "--sync-period must be positive"},
 		{name: "a missing core binary names the make target", args: []string{"--quiet"}, wantErr: "make capi-core"},
 	}
@@ -33,7 +35,7 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 				t.Setenv("CAPI_CORE_MANAGER", "/nonexistent/manager")
 			}
 			var stdout, stderr bytes.Buffer
-			err := command(context.Background(), tt.args, &stdout, &stderr, nil)
+			err := command(context.Background(), testRegistry(t), tt.args, &stdout, &stderr, nil)
 			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
 			g.Expect(stdout.String()).NotTo(ContainSubstring("kubeconfig:"))
 		})
@@ -44,17 +46,29 @@ func TestHelpListsDevAndManagerFlags(t *testing.T) {
 	g := NewWithT(t)
 	var stdout, stderr bytes.Buffer
 	// --help parses the flags and stops.
-	g.Expect(command(context.Background(), []string{"--help"}, &stdout, &stderr, nil)).To(Succeed())
+	g.Expect(command(context.Background(), testRegistry(t), []string{"--help"}, &stdout, &stderr, nil)).To(Succeed())
 	g.Expect(stderr.String()).To(ContainSubstring("--data-dir"))
 	g.Expect(stderr.String()).To(ContainSubstring("--enable-modules"))
 }
 
-func TestManagerArgsPassOnlyTheManagersFlagsThrough(t *testing.T) {
-	g := NewWithT(t)
-	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	fs.String("data-dir", "", "")
-	var opts manager.Options
-	manager.BindFlags(fs, &opts, builtin.Registry())
-	g.Expect(fs.Parse([]string{"--data-dir=/x", "--enable-modules=ipam,infra", "--ipam-concurrency=3"})).To(Succeed())
-	g.Expect(managerArgs(fs)).To(ConsistOf("--enable-modules=ipam,infra", "--ipam-concurrency=3"))
+// testRegistry is a registry of two modules: the binary's own list lives in
+// package main.
+func testRegistry(t *testing.T) *modules.Registry {
+	t.Helper()
+	reg, err := modules.NewRegistry(
+		modules.Entry{Name: infra.Name, BindFlags: func(fs *pflag.FlagSet) func() modules.Module {
+			opts := infra.DefaultOptions()
+			opts.BindFlags(fs)
+			return func() modules.Module { return infra.New(opts) }
+		}},
+		modules.Entry{Name: ipam.Name, BindFlags: func(fs *pflag.FlagSet) func() modules.Module {
+			opts := ipam.DefaultOptions()
+			opts.BindFlags(fs)
+			return func() modules.Module { return ipam.New(opts) }
+		}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

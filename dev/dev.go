@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,24 +33,20 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/manifests"
 	"github.com/capi-monolith/capi-monolith/modules"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
 )
 
 const (
 	// DefaultExtensionConfigName names the ExtensionConfig registering the
 	// runtimeext module with Cluster API core.
 	DefaultExtensionConfigName = "capi-monolith"
-	// runtimeExtModule is the module whose hooks the ExtensionConfig points at.
-	runtimeExtModule = "runtimeext"
-	// extensionConfigNameFlag turns the module's own registration off: the
-	// module registers itself behind a Service, which dev does not have.
-	extensionConfigNameFlag = "runtimeext-extension-config-name"
 
 	// webhookConfigurationPrefix names the webhook configurations dev
 	// installs: <prefix>core and <prefix><module>.
@@ -95,14 +90,16 @@ type Options struct {
 	// (see capicore.BinaryPath).
 	CoreBinary string
 
-	// ManagerArgs are the command-line flags of this binary's manager
-	// (--enable-modules, module flags, ...). Dev sets the webhook server,
-	// leader election, health and diagnostics listeners itself unless
-	// given here (listeners default to off).
-	ManagerArgs []string
+	// Modules are the modules to run, built with their typed options (for
+	// example infra.New(infra.DefaultOptions())); required. The runtimeext
+	// module's own ExtensionConfig registration is turned off: dev
+	// registers the extension itself (see DefaultExtensionConfigName).
+	Modules []modules.Module
 
-	// Registry is the modules to choose from. Default: builtin.Registry().
-	Registry *modules.Registry
+	// Manager are the manager's options. Default: DefaultManagerOptions.
+	// Dev sets the webhook server and turns leader election off whatever
+	// they say.
+	Manager *manager.Options
 
 	// Progress shows the steps. Default: none.
 	Progress *progress.Display
@@ -168,14 +165,29 @@ func (e *Environment) fail(err error) {
 	e.failOnce.Do(func() { e.failed <- err })
 }
 
+// DefaultManagerOptions are the manager's defaults for the given modules,
+// with the health and diagnostics listeners off.
+func DefaultManagerOptions(mods []modules.Module) manager.Options {
+	names := make([]string, 0, len(mods))
+	for _, m := range mods {
+		names = append(names, m.Name())
+	}
+	opts := manager.DefaultOptions(names...)
+	opts.HealthAddr = "0"
+	opts.Diagnostics.DiagnosticsAddress = "0"
+	opts.Diagnostics.InsecureDiagnostics = true
+	// Every listener of ours on loopback unless the caller says otherwise
+	// (--webhook-host): a dev environment has no authentication worth the
+	// name on the network.
+	opts.WebhookHost = loopback
+	return opts
+}
+
 // Start brings a dev environment up and returns once everything is ready:
 // CRDs served, core ready, the modules' webhook server serving and its
 // cache synced. ctx bounds Start only; the environment runs until Stop.
 // On failure Start stops whatever it started.
 func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
-	if opts.Registry == nil {
-		opts.Registry = builtin.Registry()
-	}
 	if opts.ExtensionConfigName == "" {
 		opts.ExtensionConfigName = DefaultExtensionConfigName
 	}
@@ -188,12 +200,15 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 	display := opts.Progress
 
-	// Parse the manager's flags first: bad input fails before anything runs.
-	mgrOpts, err := parseManagerArgs(opts.Registry, opts.ManagerArgs)
-	if err != nil {
+	// Bad input fails before anything runs.
+	mgrOpts := DefaultManagerOptions(opts.Modules)
+	if opts.Manager != nil {
+		mgrOpts = *opts.Manager
+	}
+	if err := mgrOpts.Validate(); err != nil {
 		return nil, err
 	}
-	enabled, err := opts.Registry.Resolve(mgrOpts.EnableModules)
+	enabled, err := modules.Order(withoutRegistration(opts.Modules))
 	if err != nil {
 		return nil, err
 	}
@@ -320,11 +335,11 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 
 	// 4. Core as a child process and our modules in-process, side by side:
 	// neither needs the other to start.
-	ports, err := capicore.FreePorts(1)
+	port, err := ports.One()
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts.WebhookPort = ports[0]
+	mgrOpts.WebhookPort = port
 	mgrOpts.WebhookCertDir = certDir
 	mgrOpts.WebhookCertName = certs.CertFile
 	mgrOpts.WebhookKeyName = certs.KeyFile
@@ -379,7 +394,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 
 	// 5. The runtime extension, once both sides serve: core discovers it as
 	// soon as the ExtensionConfig exists.
-	if slices.Contains(e.Modules, runtimeExtModule) {
+	if slices.Contains(e.Modules, runtimeext.Name) {
 		done := display.Step("ExtensionConfig " + opts.ExtensionConfigName)
 		err := e.registerExtension(ctx)
 		done(err)
@@ -444,31 +459,18 @@ func dataDirOrEmpty(dataDir, state string) string {
 	return state
 }
 
-// parseManagerArgs parses this binary's manager flags as `capi-monolith`
-// would, with dev's defaults first so that the caller's flags win, except
-// the module's own ExtensionConfig registration, which dev does instead.
-func parseManagerArgs(reg *modules.Registry, args []string) (manager.Options, error) {
-	var opts manager.Options
-	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	manager.BindFlags(fs, &opts, reg)
-	// Every listener of ours on loopback unless the caller says otherwise
-	// (--webhook-host): a dev environment has no authentication worth the
-	// name on the network.
-	all := append([]string{"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics", "--webhook-host=" + loopback}, args...)
-	if fs.Lookup(extensionConfigNameFlag) != nil {
-		all = append(all, "--"+extensionConfigNameFlag+"=")
+// withoutRegistration turns the runtimeext module's own ExtensionConfig
+// registration off: the module registers itself behind a Service, which dev
+// does not have; dev registers the extension instead.
+func withoutRegistration(mods []modules.Module) []modules.Module {
+	out := make([]modules.Module, 0, len(mods))
+	for _, m := range mods {
+		if r, ok := m.(*runtimeext.Module); ok {
+			m = r.WithoutRegistration()
+		}
+		out = append(out, m)
 	}
-	if err := fs.Parse(all); err != nil {
-		return opts, fmt.Errorf("invalid manager flags: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err := opts.Validate(); err != nil {
-		return opts, err
-	}
-	return opts, nil
+	return out
 }
 
 func newScheme(enabled []modules.Module) (*runtime.Scheme, error) {
@@ -532,7 +534,7 @@ func (e *Environment) startManager(ctx context.Context, opts manager.Options, en
 	}
 
 	log := ctrl.Log.WithName("dev")
-	mgr, err := manager.New(ctrl.LoggerInto(ctx, log), e.Config, e.opts.Registry, opts)
+	mgr, err := manager.New(ctrl.LoggerInto(ctx, log), e.Config, opts, enabled...)
 	if err != nil {
 		return err
 	}

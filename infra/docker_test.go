@@ -18,9 +18,10 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 
+	"github.com/capi-monolith/capi-monolith/infra"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend"
-	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend/docker"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
@@ -84,7 +85,9 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: n, Name: "c"})
 		}
 	})
-	managertest.Start(t, env.Config, "--enable-modules=infra,ipam", "--docker-unprivileged-nodes")
+	infraOpts := infra.DefaultOptions()
+	infraOpts.DockerUnprivilegedNodes = true
+	managertest.Start(t, env.Config, managertest.Options(), infra.New(infraOpts), managertest.IPAM())
 
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c"},

@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/modules"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -25,11 +26,11 @@ const timeout = 30 * time.Second
 
 var ctx = context.Background()
 
-// start runs the binary's manager with the given flags and no webhooks,
+// start runs the binary's manager with the given modules and no webhooks,
 // until the test ends.
-func start(t *testing.T, args ...string) {
+func start(t *testing.T, mods ...modules.Module) {
 	t.Helper()
-	managertest.Start(t, env.Config, args...)
+	managertest.Start(t, env.Config, managertest.Options(), mods...)
 }
 
 func get(g Gomega, obj client.Object) {
@@ -53,7 +54,7 @@ func ownedBy(owner client.Object, kind string) []metav1.OwnerReference {
 // core would do (owner references, infrastructureProvisioned) the test does.
 func TestInMemoryClusterAndMachineWithPoolAddressesProvisionAndDelete(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra,ipam")
+	start(t, managertest.Infra(), managertest.IPAM())
 	ns, err := env.CreateNamespace(ctx, "infra")
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name
@@ -149,7 +150,7 @@ func TestInMemoryClusterAndMachineWithPoolAddressesProvisionAndDelete(t *testing
 
 func TestMachineWaitsForClusterInfrastructureAndBootstrapData(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra")
+	start(t, managertest.Infra())
 	ns, err := env.CreateNamespace(ctx, "infra")
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name

@@ -76,7 +76,7 @@ func provisioned(g Gomega, mm *infrav1.MonolithMachine) bool {
 
 func TestPausedClusterHoldsItsMachinesUntilUnpaused(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra")
+	start(t, managertest.Infra())
 	f := newFixture(t, nil)
 	patch := client.MergeFrom(f.cluster.DeepCopy())
 	f.cluster.Spec.Paused = ptr.To(true)
@@ -102,7 +102,9 @@ func TestPausedClusterHoldsItsMachinesUntilUnpaused(t *testing.T) {
 
 func TestWatchFilterIgnoresMachinesWithoutTheLabel(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra", "--watch-filter=mine")
+	opts := managertest.Options()
+	opts.WatchFilterValue = "mine"
+	managertest.Start(t, env.Config, opts, managertest.Infra())
 	f := newFixture(t, map[string]string{clusterv1.WatchLabel: "mine"})
 	mine := f.machine(t, "mine", map[string]string{clusterv1.WatchLabel: "mine"})
 	theirs := f.machine(t, "theirs", nil)
@@ -117,13 +119,13 @@ func TestWatchFilterIgnoresMachinesWithoutTheLabel(t *testing.T) {
 func TestARestartedManagerReportsTheSameNodes(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, nil)
-	stop := managertest.Start(t, env.Config, "--enable-modules=infra")
+	stop := managertest.Start(t, env.Config, managertest.Options(), managertest.Infra())
 	mm := f.machine(t, "m", nil)
 	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
 	before := mm.DeepCopy()
 	stop()
 
-	managertest.Start(t, env.Config, "--enable-modules=infra")
+	managertest.Start(t, env.Config, managertest.Options(), managertest.Infra())
 	// A nudge so that the new manager reconciles the machine now.
 	patch := client.MergeFrom(mm.DeepCopy())
 	mm.Annotations = map[string]string{"nudge": "1"}
@@ -145,7 +147,7 @@ func TestARestartedManagerReportsTheSameNodes(t *testing.T) {
 
 func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra")
+	start(t, managertest.Infra())
 	f := newFixture(t, nil)
 	// The Secret exists but holds no value.
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}})).To(Succeed())
@@ -177,7 +179,7 @@ func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 
 func TestExternallyManagedClusterIsLeftAlone(t *testing.T) {
 	g := NewWithT(t)
-	start(t, "--enable-modules=infra")
+	start(t, managertest.Infra())
 	ns, err := env.CreateNamespace(ctx, "infra")
 	g.Expect(err).NotTo(HaveOccurred())
 	cluster := &clusterv1.Cluster{

@@ -8,44 +8,36 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend/backendset"
-	"github.com/capi-monolith/capi-monolith/infra/reconcilers/cluster"
-	"github.com/capi-monolith/capi-monolith/infra/reconcilers/machine"
-	"github.com/capi-monolith/capi-monolith/infra/tasks"
-	"github.com/capi-monolith/capi-monolith/infra/webhooks"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend/backendset"
+	"github.com/capi-monolith/capi-monolith/infra/internal/reconcilers/cluster"
+	"github.com/capi-monolith/capi-monolith/infra/internal/reconcilers/machine"
+	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
+	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // Name is the value of --enable-modules that turns this module on.
 const Name = "infra"
 
-// Module is the infra module. Its zero value is ready to use; BindFlags
-// exposes the docker backend's settings on the command line.
+// Module is the infra module.
 type Module struct {
-	backends backendset.Options
+	opts Options
 }
 
-var (
-	_ modules.Module     = &Module{}
-	_ modules.FlagBinder = &Module{}
-)
+var _ modules.Module = &Module{}
+
+// New returns the infra module with opts.
+func New(opts Options) *Module { return &Module{opts: opts} }
 
 // Name implements modules.Module.
 func (*Module) Name() string { return Name }
-
-// BindFlags implements modules.FlagBinder.
-// The machinepool module binds the same flags: backendset shares them.
-func (m *Module) BindFlags(fs *pflag.FlagSet) {
-	m.backends.BindFlags(fs)
-}
 
 // AddToScheme implements modules.Module: our kinds, and Cluster API's IPAM
 // types for the machines' address claims.
@@ -56,9 +48,12 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return v1alpha1.AddToScheme(scheme)
 }
 
-// SetupWithManager implements modules.Module.
-func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
-	backends := backendset.New(ctx, m.backends)
+// SetupWithManager implements modules.Module. It builds the machine
+// services once for the manager (infra/machines) and provides them to the
+// modules that require infra.
+func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
+	mgr, opts := shared.Manager, shared.Options
+	backends := backendset.New(ctx, backendset.Options{Docker: m.opts.docker()})
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)
@@ -73,9 +68,10 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts mo
 		SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithCluster controller: %w", err)
 	}
-	if err := (&machine.Reconciler{Client: mgr.GetClient(), Backends: backends, Tasks: bootstraps, WatchFilterValue: opts.WatchFilterValue}).
-		SetupWithManager(ctx, mgr, options); err != nil {
+	r := &machine.Reconciler{Client: mgr.GetClient(), Backends: backends, Tasks: bootstraps, WatchFilterValue: opts.WatchFilterValue}
+	if err := r.SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithMachine controller: %w", err)
 	}
+	machines.Provide(shared, &machines.Services{Backends: backends, Tasks: bootstraps, Controller: machines.NewController(r)})
 	return nil
 }

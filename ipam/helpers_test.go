@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -26,9 +27,24 @@ var ctx = context.Background()
 
 // startIPAM runs the binary's manager with only the ipam module and no
 // webhooks, so the controller alone must keep every promise.
-func startIPAM(t *testing.T, args ...string) (stop func()) {
+func startIPAM(t *testing.T, set ...func(*manager.Options)) (stop func()) {
 	t.Helper()
-	return managertest.Start(t, env.Config, append([]string{"--enable-modules=ipam", "--ipam-concurrency=10"}, args...)...)
+	opts := managertest.Options("ipam")
+	opts.Concurrency["ipam"] = 10
+	for _, f := range set {
+		f(&opts)
+	}
+	return managertest.Start(t, env.Config, opts, managertest.IPAM())
+}
+
+// inNamespace and withWatchFilter set the manager's --namespace and
+// --watch-filter.
+func inNamespace(ns string) func(*manager.Options) {
+	return func(o *manager.Options) { o.WatchNamespace = ns }
+}
+
+func withWatchFilter(v string) func(*manager.Options) {
+	return func(o *manager.Options) { o.WatchFilterValue = v }
 }
 
 func namespace(t *testing.T) string {

@@ -8,8 +8,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -26,10 +26,24 @@ import (
 // Name is the value of --enable-modules that turns this module on.
 const Name = "ipam"
 
+// Options are the ipam module's settings; it has none of its own today.
+type Options struct{}
+
+// DefaultOptions returns the options the flags default to.
+func DefaultOptions() Options { return Options{} }
+
+// BindFlags binds o to fs.
+func (o *Options) BindFlags(*pflag.FlagSet) {}
+
 // Module is the ipam module.
-type Module struct{}
+type Module struct {
+	opts Options
+}
 
 var _ modules.Module = Module{}
+
+// New returns the ipam module with opts.
+func New(opts Options) Module { return Module{opts: opts} }
 
 // Name implements modules.Module.
 func (Module) Name() string { return Name }
@@ -44,7 +58,8 @@ func (Module) AddToScheme(scheme *runtime.Scheme) error {
 }
 
 // SetupWithManager implements modules.Module.
-func (Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
+func (Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
+	mgr, opts := shared.Manager, shared.Options
 	if err := index.Setup(ctx, mgr); err != nil {
 		return err
 	}

@@ -78,8 +78,8 @@ func liveRecords(g Gomega, kind, ns, name string) []v1alpha1.MonolithIPAllocatio
 func TestManagersShardedByNamespaceNeverShareAnAddressOfAGlobalPool(t *testing.T) {
 	g := NewWithT(t)
 	a, b := namespace(t), namespace(t)
-	startIPAM(t, "--namespace="+a)
-	startIPAM(t, "--namespace="+b)
+	startIPAM(t, inNamespace(a))
+	startIPAM(t, inNamespace(b))
 	pool := createGlobalPool(t, "sharded", spec(23, "10.130.0.0/23"))
 	claims := append(createClaims(t, a, "a", "sharded", 150, fromGlobal()), createClaims(t, b, "b", "sharded", 150, fromGlobal())...)
 	expectDistinct(t, claims)
@@ -91,8 +91,8 @@ func TestManagersShardedByNamespaceNeverShareAnAddressOfAGlobalPool(t *testing.T
 
 func TestManagersShardedByWatchFilterNeverShareAnAddressOfAGlobalPool(t *testing.T) {
 	g := NewWithT(t)
-	startIPAM(t, "--watch-filter=shard-x")
-	startIPAM(t, "--watch-filter=shard-y")
+	startIPAM(t, withWatchFilter("shard-x"))
+	startIPAM(t, withWatchFilter("shard-y"))
 	ns := namespace(t)
 	createGlobalPool(t, "filtered", spec(24, "10.137.0.0/24"))
 	label := func(v string) claimOpt {

@@ -12,9 +12,9 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-monolith/capi-monolith/infra"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend"
-	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
 
@@ -45,13 +45,27 @@ func dockerClient(t *testing.T) *client.Client {
 // cluster's machines, from their labels.
 func nodeContainers(g Gomega, c *client.Client, namespace string) []string {
 	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-		Add("label", docker.LabelClusterNamespace+"="+namespace, docker.LabelClusterName+"=c", docker.LabelRole+"="+docker.RoleWorker)})
+		Add("label", machines.DockerLabelClusterNamespace+"="+namespace, machines.DockerLabelClusterName+"=c", machines.DockerLabelRole+"="+machines.DockerRoleWorker)})
 	g.Expect(err).NotTo(HaveOccurred())
-	var machines []string
+	var names []string
 	for _, s := range res.Items {
-		machines = append(machines, s.Labels[docker.LabelMachine])
+		names = append(names, s.Labels[machines.DockerLabelMachine])
 	}
-	return machines
+	return names
+}
+
+// removeCluster removes the containers of the test cluster and its network,
+// found by the docker backend's labels.
+func removeCluster(c *client.Client, namespace, network string) {
+	ctx := context.Background()
+	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
+		Add("label", machines.DockerLabelClusterNamespace+"="+namespace, machines.DockerLabelClusterName+"=c")})
+	if err == nil {
+		for _, s := range res.Items {
+			_, _ = c.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	}
+	_, _ = c.NetworkRemove(ctx, network, client.NetworkRemoveOptions{})
 }
 
 // The scale sequence on the real Docker Engine: one running, bootstrapped
@@ -62,6 +76,7 @@ func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
 	// manager has stopped (which would make the load balancer again):
 	// whatever happened, leave no container or network on the host.
 	var ns string
+	network := "capim-pool-" + utilrand.String(5)
 	t.Cleanup(func() {
 		if ns == "" {
 			return
@@ -78,16 +93,14 @@ func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
 				t.Errorf("failed to pause the test's Cluster: %v", err)
 			}
 		}
-		if b, err := docker.New(docker.Options{Client: dc}); err == nil {
-			if err := b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: ns, Name: "c"}); err != nil {
-				t.Errorf("failed to delete the test's Docker objects: %v", err)
-			}
-		}
+		removeCluster(dc, ns, network)
 	})
-	start(t, "--docker-unprivileged-nodes")
+	infraOpts := infra.DefaultOptions()
+	infraOpts.DockerUnprivilegedNodes = true
+	startWith(t, infraOpts)
 	f := newFixture(t, fixtureOptions{
 		clusterBackend: infrav1.ClusterBackend{Docker: &infrav1.DockerClusterBackend{
-			Network: "capim-pool-" + utilrand.String(5), LoadBalancerImage: testLBImage}},
+			Network: network, LoadBalancerImage: testLBImage}},
 		instance:  v1alpha1.InstanceTemplate{Backend: infrav1.MachineBackend{Docker: &infrav1.DockerMachineBackend{Image: testNodeImage}}},
 		bootstrap: bootstrapData,
 		created:   func(n string) { ns = n },
@@ -95,7 +108,7 @@ func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
 	scaleThrough(t, f, func(g Gomega, instances []infrav1.MonolithMachine) {
 		g.Expect(nodeContainers(g, dc, f.ns)).To(ConsistOf(names(ptrs(instances))), "one container per instance")
 		for _, mm := range instances {
-			g.Expect(mm.Spec.ProviderID).To(HavePrefix(docker.ProviderIDPrefix))
+			g.Expect(mm.Spec.ProviderID).To(HavePrefix(machines.DockerProviderIDPrefix))
 		}
 	}, 0, 3, 5, 2, 0)
 }

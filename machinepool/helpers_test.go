@@ -202,8 +202,8 @@ func (f fixture) converged(g Gomega, n int) []infrav1.MonolithMachine {
 		g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "instance %s has a node", mm.Name)
 		g.Expect(mm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 		g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeTrue(), "instance %s Ready", mm.Name)
-		g.Expect(mm.Finalizers).To(Equal([]string{v1alpha1.InstanceFinalizer}),
-			"instance %s is this module's alone: the infra module's machine controller leaves it", mm.Name)
+		g.Expect(mm.Finalizers).To(Equal([]string{infrav1.MachineFinalizer}),
+			"instance %s has the one MonolithMachine controller's finalizer, and no other", mm.Name)
 		g.Expect(mm.OwnerReferences).To(ContainElement(And(HaveField("Kind", "MonolithMachinePool"), HaveField("Name", f.pool.Name))))
 		g.Expect(mm.OwnerReferences).To(ContainElement(And(HaveField("Kind", "Machine"), HaveField("Name", mm.Name), HaveField("Controller", ptr.To(true)))),
 			"Cluster API core adopted instance %s with its Machine", mm.Name)

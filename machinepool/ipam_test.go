@@ -13,16 +13,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/infra/addressclaims"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 // Instances claim their addresses exactly as single MonolithMachines do
 // (infra/addressclaims): one claim per pool, <instance>-<index>, owned by
 // the instance and held until its node is gone.
 func TestInstancesClaimAddressesFromIPPools(t *testing.T) {
-	start(t, "--enable-modules=infra,machinepool,ipam")
+	start(t, managertest.IPAM())
 	group := ipamv1alpha1.GroupVersion.Group
 	opts := inMemory()
 	opts.instance.AddressesFromPools = []corev1.TypedLocalObjectReference{{APIGroup: &group, Kind: ipamv1alpha1.MonolithIPPoolKind, Name: "nodes"}}
@@ -37,7 +38,7 @@ func TestInstancesClaimAddressesFromIPPools(t *testing.T) {
 	instances := scaleAndGet(t, f, 2)
 	claims := map[string]bool{}
 	for _, mm := range instances {
-		claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: addressclaims.ClaimName(mm.Name, 0)}}
+		claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: machines.ClaimName(mm.Name, 0)}}
 		get(g, claim)
 		claims[claim.Name] = true
 		g.Expect(claim.OwnerReferences).To(ContainElement(And(HaveField("Kind", "MonolithMachine"), HaveField("Name", mm.Name),

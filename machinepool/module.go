@@ -1,8 +1,9 @@
 // Package machinepool is the machinepool module of capi-monolith: the
 // InfraMachinePool of the infrastructure provider, MonolithMachinePool,
-// with MachinePool Machines. Its instances are MonolithMachines provisioned
-// through the infra module's backends (infra/backend), configured by the
-// same --docker-* flags.
+// with MachinePool Machines. It requires the infra module: its instances are
+// MonolithMachines that infra's one machine controller provisions through
+// the machine services infra builds once per manager (infra/machines), with
+// this module's owner adapter answering for their MachinePool.
 package machinepool
 
 import (
@@ -11,43 +12,54 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend/backendset"
-	"github.com/capi-monolith/capi-monolith/infra/tasks"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/machinepool/reconcilers/instance"
-	"github.com/capi-monolith/capi-monolith/machinepool/reconcilers/pool"
-	"github.com/capi-monolith/capi-monolith/machinepool/webhooks"
+	"github.com/capi-monolith/capi-monolith/machinepool/internal/instances"
+	"github.com/capi-monolith/capi-monolith/machinepool/internal/reconcilers/pool"
+	"github.com/capi-monolith/capi-monolith/machinepool/internal/webhooks"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // Name is the value of --enable-modules that turns this module on.
 const Name = "machinepool"
 
-// Module is the machinepool module. Its zero value is ready to use;
-// BindFlags shares the infra module's backend flags.
+// Requires is what the module needs beside it: enabling it without infra is
+// a start-up error naming infra.
+var Requires = []string{"infra"}
+
+// Options are the machinepool module's settings. It has none of its own
+// today: its instances are configured by the infra module's options.
+type Options struct{}
+
+// DefaultOptions returns the options the flags default to.
+func DefaultOptions() Options { return Options{} }
+
+// BindFlags binds o to fs.
+func (o *Options) BindFlags(*pflag.FlagSet) {}
+
+// Module is the machinepool module.
 type Module struct {
-	backends backendset.Options
+	opts Options
 }
 
 var (
-	_ modules.Module     = &Module{}
-	_ modules.FlagBinder = &Module{}
+	_ modules.Module   = &Module{}
+	_ modules.Requirer = &Module{}
 )
+
+// New returns the machinepool module with opts.
+func New(opts Options) *Module { return &Module{opts: opts} }
 
 // Name implements modules.Module.
 func (*Module) Name() string { return Name }
 
-// BindFlags implements modules.FlagBinder: the --docker-* flags, shared
-// with the infra module.
-func (m *Module) BindFlags(fs *pflag.FlagSet) {
-	m.backends.BindFlags(fs)
-}
+// Requires implements modules.Requirer.
+func (*Module) Requires() []string { return Requires }
 
 // AddToScheme implements modules.Module: the pool kinds, the infra kinds
 // (instances are MonolithMachines of MonolithClusters) and Cluster API's
@@ -61,12 +73,14 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return nil
 }
 
-// SetupWithManager implements modules.Module.
-func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts modules.Options) error {
-	backends := backendset.New(ctx, m.backends)
-	bootstraps := tasks.New(context.Background())
-	if err := mgr.Add(bootstraps); err != nil {
-		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)
+// SetupWithManager implements modules.Module: the MonolithMachinePool
+// controller and webhooks, and the instances' owner adapter registered with
+// infra's machine controller.
+func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
+	mgr, opts := shared.Manager, shared.Options
+	services, err := machines.From(shared)
+	if err != nil {
+		return fmt.Errorf("the machinepool module requires the infra module: %w", err)
 	}
 	if opts.WebhooksEnabled {
 		if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -78,9 +92,9 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts mo
 		SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithMachinePool controller: %w", err)
 	}
-	if err := (&instance.Reconciler{Client: mgr.GetClient(), Backends: backends, Tasks: bootstraps, WatchFilterValue: opts.WatchFilterValue}).
-		SetupWithManager(ctx, mgr, options); err != nil {
-		return fmt.Errorf("failed to set up the MonolithMachinePool instance controller: %w", err)
+	owner := instances.Owner{Client: mgr.GetClient()}
+	if err := services.Controller.RegisterOwner(owner, owner.Source(mgr)); err != nil {
+		return fmt.Errorf("failed to register the MachinePool owner with the MonolithMachine controller: %w", err)
 	}
 	return nil
 }

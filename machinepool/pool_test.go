@@ -12,16 +12,25 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/infra"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/modules"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
-// start runs the binary's manager with the infra and machinepool modules,
-// until the test ends.
-func start(t *testing.T, args ...string) {
+// start runs the binary's manager with the infra and machinepool modules
+// (and more when given), until the test ends.
+func start(t *testing.T, more ...modules.Module) {
 	t.Helper()
-	managertest.Start(t, env.Config, append([]string{"--enable-modules=infra,machinepool"}, args...)...)
+	startWith(t, infra.DefaultOptions(), more...)
+}
+
+// startWith is start with the infra module's options.
+func startWith(t *testing.T, infraOpts infra.Options, more ...modules.Module) {
+	t.Helper()
+	mods := append([]modules.Module{infra.New(infraOpts), managertest.Machinepool()}, more...)
+	managertest.Start(t, env.Config, managertest.Options(), mods...)
 }
 
 // scaleThrough scales the MachinePool through each count and checks the
@@ -209,16 +218,18 @@ func TestAPoolWhoseBackendIsNotItsClustersFailsTerminally(t *testing.T) {
 }
 
 func TestWatchFilterIgnoresPoolsWithoutTheLabel(t *testing.T) {
-	start(t, "--watch-filter=mine")
-	opts := inMemory()
-	opts.labels = map[string]string{clusterv1.WatchLabel: "mine"}
-	f := newFixture(t, opts)
+	opts := managertest.Options()
+	opts.WatchFilterValue = "mine"
+	managertest.Start(t, env.Config, opts, managertest.Infra(), managertest.Machinepool())
+	fo := inMemory()
+	fo.labels = map[string]string{clusterv1.WatchLabel: "mine"}
+	f := newFixture(t, fo)
 	mine := scaleAndGet(t, f, 1)
 	g := NewWithT(t)
 	g.Expect(mine[0].Labels).To(HaveKeyWithValue(clusterv1.WatchLabel, "mine"), "instances carry their pool's watch-filter label")
 
-	opts.labels = nil
-	theirs, theirMP := newPool(f.ns, "q", opts)
+	fo.labels = nil
+	theirs, theirMP := newPool(f.ns, "q", fo)
 	theirMP.Spec.Replicas = ptr.To[int32](1)
 	g.Expect(env.Client.Create(ctx, theirs)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, theirMP)).To(Succeed())

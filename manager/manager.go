@@ -49,13 +49,15 @@ func NewScheme(enabled []modules.Module) (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// New builds the one manager for the modules named in opts.EnableModules and
-// sets each of them up on it. Nothing runs until Start is called.
-func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, opts Options) (*Manager, error) {
+// New builds the one manager for mods and sets each of them up on it, every
+// module after those it requires. opts.EnableModules is not read: callers
+// resolve it into modules (the binary through its registry). Nothing runs
+// until Start is called.
+func New(ctx context.Context, restConfig *rest.Config, opts Options, mods ...modules.Module) (*Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	enabled, err := reg.Resolve(opts.EnableModules)
+	enabled, err := modules.Order(mods)
 	if err != nil {
 		return nil, err
 	}
@@ -148,16 +150,21 @@ func New(ctx context.Context, restConfig *rest.Config, reg *modules.Registry, op
 		return nil, fmt.Errorf("failed to add the ready check: %w", err)
 	}
 
+	services := modules.NewServices()
 	for _, m := range enabled {
 		log := ctrl.LoggerFrom(ctx).WithValues("module", m.Name())
 		log.Info("Setting up module")
-		moduleOpts := modules.Options{
-			WatchFilterValue: opts.WatchFilterValue,
-			WatchNamespace:   opts.WatchNamespace,
-			Concurrency:      concurrencyFor(opts.Concurrency, m.Name()),
-			WebhooksEnabled:  webhooksEnabled,
+		shared := modules.Shared{
+			Manager: mgr,
+			Options: modules.Options{
+				WatchFilterValue: opts.WatchFilterValue,
+				WatchNamespace:   opts.WatchNamespace,
+				Concurrency:      concurrencyFor(opts.Concurrency, m.Name()),
+				WebhooksEnabled:  webhooksEnabled,
+			},
+			Services: services,
 		}
-		if err := m.SetupWithManager(ctrl.LoggerInto(ctx, log), mgr, moduleOpts); err != nil {
+		if err := m.SetupWithManager(ctrl.LoggerInto(ctx, log), shared); err != nil {
 			return nil, fmt.Errorf("failed to set up module %q: %w", m.Name(), err)
 		}
 	}

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"bufio"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/modules"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const (
@@ -59,7 +60,8 @@ func (m configMapModule) AddToScheme(*runtime.Scheme) error {
 	return nil
 }
 
-func (m configMapModule) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts modules.Options) error {
+func (m configMapModule) SetupWithManager(_ context.Context, shared modules.Shared) error {
+	mgr, opts := shared.Manager, shared.Options
 	m.rec.mu.Lock()
 	m.rec.setups[m.name]++
 	m.rec.opts[m.name] = opts
@@ -94,26 +96,33 @@ var moduleNames = []string{"infra", "machinepool", "ipam", "runtimeext"}
 
 func testRegistry(t *testing.T, rec *recorder) *modules.Registry {
 	t.Helper()
-	var mods []modules.Module
+	var entries []modules.Entry
 	for _, n := range moduleNames {
-		mods = append(mods, configMapModule{name: n, rec: rec})
+		entries = append(entries, modules.Entry{Name: n, BindFlags: func(*pflag.FlagSet) func() modules.Module {
+			return func() modules.Module { return configMapModule{name: n, rec: rec} }
+		}})
 	}
-	reg, err := modules.NewRegistry(mods...)
+	reg, err := modules.NewRegistry(entries...)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return reg
 }
 
-// testOptions are the flag defaults, with every listener off so that many
-// managers can run one after another in one process.
-func testOptions(t *testing.T, reg *modules.Registry, args ...string) manager.Options {
+// fromFlags parses args as the binary does (after every listener off, so
+// that many managers can run one after another in one process) and returns
+// the manager's options and the enabled modules.
+func fromFlags(t *testing.T, reg *modules.Registry, args ...string) (manager.Options, []modules.Module) {
 	t.Helper()
+	g := NewWithT(t)
 	var opts manager.Options
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
+	manager.BindFlags(fs, &opts, reg.Names())
+	bound := reg.BindFlags(fs)
 	base := []string{"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics", "--webhook-port=0"}
-	NewWithT(t).Expect(fs.Parse(append(base, args...))).To(Succeed())
+	g.Expect(fs.Parse(append(base, args...))).To(Succeed())
 	opts.SkipControllerNameValidation = true
-	return opts
+	mods, err := bound.Modules(opts.EnableModules)
+	g.Expect(err).NotTo(HaveOccurred())
+	return opts, mods
 }
 
 func start(t *testing.T, mgr ctrl.Manager) {
@@ -152,8 +161,8 @@ func TestEachCombinationOfModulesRunsExactlyTheEnabledControllers(t *testing.T) 
 			ns, err := env.CreateNamespace(ctx, "modules")
 			g.Expect(err).NotTo(HaveOccurred())
 
-			mgr, err := manager.New(ctx, env.Config, reg, testOptions(t, reg,
-				"--enable-modules="+strings.Join(enabled, ","), "--namespace="+ns.Name, "--ipam-concurrency=3"))
+			opts, mods := fromFlags(t, reg, "--enable-modules="+strings.Join(enabled, ","), "--namespace="+ns.Name, "--ipam-concurrency=3")
+			mgr, err := manager.New(ctx, env.Config, opts, mods...)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(namesOf(mgr.Modules)).To(Equal(enabled))
 			start(t, mgr)
@@ -195,7 +204,8 @@ func TestModulesShareOneInformerPerType(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	before := configMapWatches(g)
-	mgr, err := manager.New(ctx, env.Config, reg, testOptions(t, reg, "--namespace="+ns.Name))
+	opts, mods := fromFlags(t, reg, "--namespace="+ns.Name)
+	mgr, err := manager.New(ctx, env.Config, opts, mods...)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mgr.Modules).To(HaveLen(4))
 	start(t, mgr)
@@ -231,38 +241,55 @@ func openWatches(g Gomega, resource string) float64 {
 }
 
 func TestBuiltinModulesSetUpInEveryCombination(t *testing.T) {
-	reg := builtin.Registry()
-	for _, enabled := range combinations(reg.Names()) {
+	byName := map[string]modules.Module{}
+	var names []string
+	for _, m := range managertest.All() {
+		byName[m.Name()] = m
+		names = append(names, m.Name())
+	}
+	for _, enabled := range combinations(names) {
 		t.Run(strings.Join(enabled, ","), func(t *testing.T) {
 			g := NewWithT(t)
-			mgr, err := manager.New(context.Background(), env.Config, reg, testOptions(t, reg, "--enable-modules="+strings.Join(enabled, ",")))
+			var mods []modules.Module
+			for _, n := range enabled {
+				mods = append(mods, byName[n])
+			}
+			mgr, err := manager.New(context.Background(), env.Config, managertest.Options(names...), mods...)
+			if slices.Contains(enabled, "machinepool") && !slices.Contains(enabled, "infra") {
+				g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires module "infra"`)))
+				return
+			}
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(namesOf(mgr.Modules)).To(Equal(enabled))
 		})
 	}
 }
 
+func TestRequiredModulesAreSetUpFirst(t *testing.T) {
+	g := NewWithT(t)
+	mgr, err := manager.New(context.Background(), env.Config, managertest.Options(), managertest.Machinepool(), managertest.IPAM(), managertest.Infra())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(namesOf(mgr.Modules)).To(Equal([]string{"ipam", "infra", "machinepool"}))
+}
+
 func TestNewRejectsBadOptionsBeforeConnecting(t *testing.T) {
 	g := NewWithT(t)
-	reg := testRegistry(t, newRecorder())
-	opts := testOptions(t, reg, "--enable-modules=infra,nope")
-	_, err := manager.New(context.Background(), env.Config, reg, opts)
-	g.Expect(err).To(MatchError(ContainSubstring(`unknown module(s) "nope"`)))
-
-	opts = testOptions(t, reg, "--sync-period=0s")
-	_, err = manager.New(context.Background(), env.Config, reg, opts)
+	opts := managertest.Options()
+	opts.SyncPeriod = 0
+	_, err := manager.New(context.Background(), env.Config, opts, managertest.IPAM())
 	g.Expect(err).To(MatchError(ContainSubstring("--sync-period must be positive")))
+
+	_, err = manager.New(context.Background(), env.Config, managertest.Options())
+	g.Expect(err).To(MatchError(ContainSubstring("no module to run")))
+
+	_, err = manager.New(context.Background(), env.Config, managertest.Options(), managertest.IPAM(), managertest.IPAM())
+	g.Expect(err).To(MatchError(ContainSubstring(`module "ipam" given twice`)))
 }
 
 func TestLeaderElectionIDDiffersPerModuleSet(t *testing.T) {
 	g := NewWithT(t)
-	reg := builtin.Registry()
-	infra, err := reg.Resolve([]string{"infra", "machinepool"})
-	g.Expect(err).NotTo(HaveOccurred())
-	ipam, err := reg.Resolve([]string{"ipam"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(manager.DefaultLeaderElectionID(infra)).To(Equal("capi-monolith-infra-machinepool"))
-	g.Expect(manager.DefaultLeaderElectionID(ipam)).To(Equal("capi-monolith-ipam"))
+	g.Expect(manager.DefaultLeaderElectionID([]modules.Module{managertest.Infra(), managertest.Machinepool()})).To(Equal("capi-monolith-infra-machinepool"))
+	g.Expect(manager.DefaultLeaderElectionID([]modules.Module{managertest.IPAM()})).To(Equal("capi-monolith-ipam"))
 }
 
 func reconciledBy(g Gomega, namespace, name string) string {

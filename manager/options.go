@@ -11,8 +11,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/flags"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
-	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // DefaultConcurrency is the number of objects each controller of a module
@@ -22,7 +20,9 @@ const DefaultConcurrency = 10
 // Options are the settings of the shared manager. The zero value is not
 // useful; start from what BindFlags sets as defaults.
 type Options struct {
-	// EnableModules are the names of the modules to run.
+	// EnableModules are the names of the modules to run, as given to
+	// --enable-modules. The binary resolves them into modules with its
+	// registry; New runs the modules it is handed and does not read this.
 	EnableModules []string
 
 	// WatchNamespace restricts the cache to one namespace; empty means all.
@@ -77,11 +77,21 @@ type Options struct {
 	SkipControllerNameValidation bool
 }
 
-// BindFlags binds opts to fs with the flag names Cluster API providers use,
-// and binds the flags of every module in reg (enabled or not).
-func BindFlags(fs *pflag.FlagSet, opts *Options, reg *modules.Registry) {
-	fs.StringSliceVar(&opts.EnableModules, "enable-modules", reg.Names(),
-		fmt.Sprintf("Comma-separated list of modules to run. Valid modules: %v.", reg.Names()))
+// DefaultOptions returns the options the flags default to, for a binary
+// that knows the modules named moduleNames (the --enable-modules default).
+func DefaultOptions(moduleNames ...string) Options {
+	var opts Options
+	BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), &opts, moduleNames)
+	return opts
+}
+
+// BindFlags binds opts to fs, with their defaults, using the flag names
+// Cluster API providers use. moduleNames are the modules the binary knows:
+// --enable-modules defaults to all of them, and each gets a
+// --<module>-concurrency flag. Modules bind their own options themselves.
+func BindFlags(fs *pflag.FlagSet, opts *Options, moduleNames []string) {
+	fs.StringSliceVar(&opts.EnableModules, "enable-modules", moduleNames,
+		fmt.Sprintf("Comma-separated list of modules to run. Valid modules: %v.", moduleNames))
 
 	fs.StringVar(&opts.WatchNamespace, "namespace", "",
 		"Namespace that the controllers watch to reconcile objects. If unspecified, they watch all namespaces.")
@@ -125,14 +135,10 @@ func BindFlags(fs *pflag.FlagSet, opts *Options, reg *modules.Registry) {
 	if opts.Concurrency == nil {
 		opts.Concurrency = map[string]int{}
 	}
-	for _, m := range reg.All() {
-		c := DefaultConcurrency
-		opts.Concurrency[m.Name()] = c
-		fs.Var(concurrencyValue{name: m.Name(), into: opts.Concurrency}, m.Name()+"-concurrency",
-			fmt.Sprintf("Number of objects each controller of the %s module reconciles at once.", m.Name()))
-		if b, ok := m.(modules.FlagBinder); ok {
-			b.BindFlags(fs)
-		}
+	for _, name := range moduleNames {
+		opts.Concurrency[name] = DefaultConcurrency
+		fs.Var(concurrencyValue{name: name, into: opts.Concurrency}, name+"-concurrency",
+			fmt.Sprintf("Number of objects each controller of the %s module reconciles at once.", name))
 	}
 
 	flags.AddManagerOptions(fs, &opts.Diagnostics)

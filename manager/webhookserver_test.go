@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/capi-monolith/capi-monolith/modules"
@@ -15,9 +14,9 @@ import (
 
 type plainModule struct{ name string }
 
-func (m plainModule) Name() string                                                        { return m.name }
-func (plainModule) AddToScheme(*runtime.Scheme) error                                     { return nil }
-func (plainModule) SetupWithManager(context.Context, ctrl.Manager, modules.Options) error { return nil }
+func (m plainModule) Name() string                                         { return m.name }
+func (plainModule) AddToScheme(*runtime.Scheme) error                      { return nil }
+func (plainModule) SetupWithManager(context.Context, modules.Shared) error { return nil }
 
 type providerModule struct {
 	plainModule

@@ -2,11 +2,18 @@
 // binary picks the enabled ones.
 //
 // A module is one Cluster API provider (or one part of one) living in its own
-// top-level folder: infra, machinepool, ipam, runtimeext. Each exposes a single
-// Module value. The binary builds one controller-runtime manager, asks every
-// enabled module to register its types in the shared scheme and then to set up
-// its controllers, webhooks and runnables on that manager, so that all modules
-// share one cache, one client, one webhook server and one leader election.
+// top-level folder: infra, machinepool, ipam, runtimeext. Each package exports
+// typed Options (with BindFlags and DefaultOptions) and a constructor New that
+// returns its Module. The binary's registry (package main, modules.go) holds
+// one Entry per module: its name, the modules it requires, and how its options
+// bind to flags. The manager asks every enabled module to register its types
+// in the shared scheme and then to set up its controllers, webhooks and
+// runnables on the one manager (Shared), so that all modules share one cache,
+// one client, one webhook server and one leader election; a module that
+// requires another is set up after it and finds what that one provides in
+// Shared.Services (infra's machine services, for machinepool).
 //
-// Modules never import each other; what they share lives in contracts/.
+// A module imports another module's api/ packages and the exported seams the
+// architecture test (test/architecture) allows, nothing else; what every
+// module shares lives in contracts/.
 package modules

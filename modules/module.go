@@ -3,12 +3,14 @@ package modules
 import (
 	"context"
 
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// Module is one provider (or part of one) inside the binary.
+// Module is one provider (or part of one) inside the binary. A module value
+// carries its own typed options: it is built by its package's constructor
+// (for example infra.New(infra.Options)), from flags by the binary's
+// registry, or directly by tests, dev and the benchmarks.
 type Module interface {
 	// Name is the value that turns the module on in --enable-modules.
 	Name() string
@@ -18,15 +20,17 @@ type Module interface {
 	AddToScheme(scheme *runtime.Scheme) error
 
 	// SetupWithManager registers the module's controllers, webhooks,
-	// indexes and runnables on the shared manager.
-	SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
+	// indexes and runnables on the shared manager. Modules are set up after
+	// the modules they require (see Requirer), so that what those provide
+	// in shared.Services is there.
+	SetupWithManager(ctx context.Context, shared Shared) error
 }
 
-// FlagBinder is implemented by modules that have flags of their own.
-// Flags are bound for every known module, enabled or not, so that one set of
-// manifests can be reused with a different --enable-modules value.
-type FlagBinder interface {
-	BindFlags(fs *pflag.FlagSet)
+// Requirer is implemented by a module that only works beside others: the
+// manager refuses to start it without them, naming what is missing, and
+// sets it up after them.
+type Requirer interface {
+	Requires() []string
 }
 
 // Options are the settings every module receives; they are the same for all
@@ -38,7 +42,8 @@ type Options struct {
 
 	// WatchNamespace is the only namespace watched; empty means all.
 	// The shared cache is already restricted to it; modules use it for
-	// anything they read outside the cache.
+	// anything they read outside the cache, and to answer requests (such as
+	// runtime hooks) about objects the cache does not hold.
 	WatchNamespace string
 
 	// Concurrency is the number of objects each of the module's
@@ -49,4 +54,15 @@ type Options struct {
 	// (--webhook-port=0); modules then register no webhooks and must stay
 	// safe on unvalidated input.
 	WebhooksEnabled bool
+}
+
+// Shared is what the manager hands to each module it sets up.
+type Shared struct {
+	// Manager is the one controller-runtime manager of the process.
+	Manager ctrl.Manager
+	// Options are the settings common to every module.
+	Options Options
+	// Services are what modules build once per manager for others (for
+	// example infra's machine services, which machinepool uses).
+	Services *Services
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/modules"
 )
@@ -15,8 +15,30 @@ type named string
 
 func (n named) Name() string                    { return string(n) }
 func (named) AddToScheme(*runtime.Scheme) error { return nil }
-func (named) SetupWithManager(context.Context, ctrl.Manager, modules.Options) error {
+func (named) SetupWithManager(context.Context, modules.Shared) error {
 	return nil
+}
+
+// needs is a module that requires others.
+type needs struct {
+	named
+	requires []string
+}
+
+func (n needs) Requires() []string { return n.requires }
+
+func entry(name string, requires ...string) modules.Entry {
+	return modules.Entry{Name: name, Requires: requires, BindFlags: func(*pflag.FlagSet) func() modules.Module {
+		return func() modules.Module { return needs{named: named(name), requires: requires} }
+	}}
+}
+
+func entryNames(entries []modules.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name)
+	}
+	return out
 }
 
 func names(mods []modules.Module) []string {
@@ -28,7 +50,7 @@ func names(mods []modules.Module) []string {
 }
 
 func TestResolve(t *testing.T) {
-	reg, err := modules.NewRegistry(named("infra"), named("machinepool"), named("ipam"), named("runtimeext"))
+	reg, err := modules.NewRegistry(entry("infra"), entry("machinepool", "infra"), entry("ipam"), entry("runtimeext"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +67,8 @@ func TestResolve(t *testing.T) {
 		{name: "every unknown name is reported", in: []string{"a", "b"}, wantErr: `"a", "b"`},
 		{name: "an empty list is an error", in: []string{}, wantErr: "--enable-modules is empty: enable at least one of infra, machinepool, ipam, runtimeext"},
 		{name: "a list of blanks is an error", in: []string{" ", ""}, wantErr: "--enable-modules is empty"},
+		{name: "a module without one it requires is an error naming it", in: []string{"machinepool", "ipam"}, wantErr: `module "machinepool" requires module "infra": add it to --enable-modules`},
+		{name: "a module with what it requires resolves", in: []string{"machinepool", "infra"}, want: []string{"infra", "machinepool"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +79,7 @@ func TestResolve(t *testing.T) {
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(names(got)).To(Equal(tt.want))
+			g.Expect(entryNames(got)).To(Equal(tt.want))
 		})
 	}
 }
@@ -63,18 +87,60 @@ func TestResolve(t *testing.T) {
 func TestNewRegistry(t *testing.T) {
 	t.Run("a name registered twice is refused", func(t *testing.T) {
 		g := NewWithT(t)
-		_, err := modules.NewRegistry(named("ipam"), named("ipam"))
+		_, err := modules.NewRegistry(entry("ipam"), entry("ipam"))
 		g.Expect(err).To(MatchError(ContainSubstring(`module "ipam" registered twice`)))
 	})
 	t.Run("an empty name is refused", func(t *testing.T) {
 		g := NewWithT(t)
-		_, err := modules.NewRegistry(named(""))
+		_, err := modules.NewRegistry(entry(""))
 		g.Expect(err).To(HaveOccurred())
 	})
 	t.Run("names keep registry order", func(t *testing.T) {
 		g := NewWithT(t)
-		reg, err := modules.NewRegistry(named("b"), named("a"))
+		reg, err := modules.NewRegistry(entry("b"), entry("a"))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reg.Names()).To(Equal([]string{"b", "a"}))
 	})
+	t.Run("an unregistered requirement is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := modules.NewRegistry(entry("machinepool", "infra"))
+		g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires "infra", which is not registered`)))
+	})
+}
+
+func TestBoundModulesAreBuiltFromTheParsedFlags(t *testing.T) {
+	g := NewWithT(t)
+	var built []string
+	reg, err := modules.NewRegistry(modules.Entry{Name: "a", BindFlags: func(fs *pflag.FlagSet) func() modules.Module {
+		v := fs.String("a-value", "default", "")
+		return func() modules.Module { built = append(built, *v); return named("a") }
+	}}, entry("b"))
+	g.Expect(err).NotTo(HaveOccurred())
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	bound := reg.BindFlags(fs)
+	g.Expect(fs.Parse([]string{"--a-value=set"})).To(Succeed())
+	mods, err := bound.Modules([]string{"a"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(names(mods)).To(Equal([]string{"a"}))
+	g.Expect(built).To(Equal([]string{"set"}), "the constructor sees the parsed value")
+
+	_, err = bound.Modules([]string{"c"})
+	g.Expect(err).To(MatchError(ContainSubstring(`unknown module(s) "c"`)))
+}
+
+func TestOrder(t *testing.T) {
+	g := NewWithT(t)
+	pool := needs{named: "machinepool", requires: []string{"infra"}}
+	got, err := modules.Order([]modules.Module{pool, named("ipam"), named("infra")})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(names(got)).To(Equal([]string{"ipam", "infra", "machinepool"}), "a module comes after what it requires, the rest keep their order")
+
+	_, err = modules.Order([]modules.Module{pool})
+	g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires module "infra", which is not enabled`)))
+	_, err = modules.Order(nil)
+	g.Expect(err).To(HaveOccurred())
+	_, err = modules.Order([]modules.Module{named("a"), named("a")})
+	g.Expect(err).To(MatchError(ContainSubstring(`module "a" given twice`)))
+	_, err = modules.Order([]modules.Module{needs{named: "a", requires: []string{"b"}}, needs{named: "b", requires: []string{"a"}}})
+	g.Expect(err).To(MatchError(ContainSubstring("cycle")))
 }

@@ -27,13 +27,14 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/util/test/builder"
 
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
 	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
 	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
 )
 
@@ -426,7 +427,9 @@ func TestRegistrationCreatesAMissingExtensionConfigAndNeverChangesIt(t *testing.
 func TestSelfRegistrationIsOptIn(t *testing.T) {
 	g := NewWithT(t)
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	(&runtimeext.Module{}).BindFlags(fs)
+	opts := runtimeext.DefaultOptions()
+	opts.BindFlags(fs)
+	g.Expect(opts.SelfRegister).To(BeFalse())
 	g.Expect(fs.Lookup("runtimeext-self-register").DefValue).To(Equal("false"))
 	g.Expect(fs.Lookup("runtimeext-namespace-selector").DefValue).To(Equal("runtime.capi-monolith.dev/enabled=true"))
 }
@@ -444,17 +447,16 @@ func TestTheModuleRegistersItselfFromItsNamespaceAndFlags(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	t.Setenv("POD_NAMESPACE", "capi-monolith-system")
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
-	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil,
-		"--enable-modules=runtimeext",
-		"--runtimeext-self-register",
-		"--runtimeext-extension-config-name=monolith-self",
-		"--runtimeext-service-name=prefix-capi-monolith-webhook-service",
-		"--runtimeext-service-port=8443",
-		"--runtimeext-ca-secret=prefix-capi-monolith-webhook-service-cert",
-		"--runtimeext-namespace-selector=team=a",
-	)
+	opts := runtimeext.DefaultOptions()
+	opts.SelfRegister = true
+	opts.Registration.Name = "monolith-self"
+	opts.Registration.ServiceName = "prefix-capi-monolith-webhook-service"
+	opts.Registration.ServicePort = 8443
+	opts.Registration.CASecret = "prefix-capi-monolith-webhook-service-cert"
+	opts.Registration.NamespaceSelector = "team=a"
+	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil, runtimeext.New(opts))
 	g.Expect(err).NotTo(HaveOccurred())
 	ec := &runtimev1.ExtensionConfig{}
 	g.Eventually(func() error {
@@ -546,14 +548,16 @@ func TestCoreAsksOurUpgradePlanWhenTheVersionJumpsMinors(t *testing.T) {
 func TestCoreWithoutAClientCertificateIsRejectedWhenMTLSIsOn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	clientCA, err := testcerts.NewCA("runtimeext-clients")
+	clientCA, err := certs.NewCA("runtimeext-clients")
 	g.Expect(err).NotTo(HaveOccurred())
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
 	g.Expect(os.WriteFile(caFile, clientCA.PEM, 0o600)).To(Succeed())
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
-	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil,
-		"--enable-modules=runtimeext", "--runtimeext-extension-config-name=", "--runtimeext-client-ca-file="+caFile)
+	opts := runtimeext.DefaultOptions()
+	opts.Registration.Name = ""
+	opts.ClientCAFile = caFile
+	stop, err := startManagerWith(port, env.WebhookInstallOptions.LocalServingCertDir, nil, runtimeext.New(opts))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer stop()
 

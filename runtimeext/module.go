@@ -29,6 +29,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
 	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
 )
 
@@ -42,44 +43,75 @@ const NamespaceEnv = "POD_NAMESPACE"
 // EventSource is the source of the Events the hooks record.
 const EventSource = "capi-monolith-runtimeext"
 
-// Module is the runtimeext module. Its zero value is ready to use; BindFlags
-// exposes its settings on the command line.
-type Module struct {
-	registration registration.Options
-	selfRegister bool
-	clientCAFile string
+// Options are the runtimeext module's settings.
+type Options struct {
+	// Registration is the ExtensionConfig the module registers at start-up;
+	// an empty Registration.Name registers none.
+	Registration registration.Options
+	// SelfRegister creates the ExtensionConfig at start-up when it is
+	// missing (never changing an existing one); off, the admin applies it.
+	SelfRegister bool
+	// ClientCAFile, when set, makes hook calls present a client
+	// certificate it signed (mTLS).
+	ClientCAFile string
 }
 
-var (
-	_ modules.Module     = &Module{}
-	_ modules.FlagBinder = &Module{}
-)
+// DefaultOptions returns the options the flags default to.
+func DefaultOptions() Options {
+	return Options{Registration: registration.Options{
+		Name:        registration.DefaultName,
+		ServiceName: registration.DefaultServiceName,
+		ServicePort: registration.DefaultServicePort,
+		CASecret:    registration.DefaultCASecret,
+		// Matches every namespace unless set.
+		NamespaceSelector: registration.DefaultNamespaceSelector,
+	}}
+}
+
+// BindFlags binds o to fs; o's values are the flags' defaults.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.SelfRegister, "runtimeext-self-register", o.SelfRegister,
+		"Create the ExtensionConfig at start-up when it is missing (never changing an existing one); off, the admin applies it. Needs RBAC to get and create it.")
+	fs.StringVar(&o.Registration.Name, "runtimeext-extension-config-name", o.Registration.Name,
+		"Name of the ExtensionConfig --runtimeext-self-register creates; empty registers none.")
+	fs.StringVar(&o.Registration.ServiceName, "runtimeext-service-name", o.Registration.ServiceName,
+		"Service in $POD_NAMESPACE that fronts the webhook port, named in the ExtensionConfig.")
+	fs.Int32Var(&o.Registration.ServicePort, "runtimeext-service-port", o.Registration.ServicePort,
+		"Port of --runtimeext-service-name.")
+	fs.StringVar(&o.Registration.CASecret, "runtimeext-ca-secret", o.Registration.CASecret,
+		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
+	fs.StringVar(&o.Registration.NamespaceSelector, "runtimeext-namespace-selector", o.Registration.NamespaceSelector,
+		"Label selector of the namespaces whose Clusters the hooks apply to (spec.namespaceSelector of a self-registered ExtensionConfig); empty means all.")
+	fs.StringVar(&o.ClientCAFile, "runtimeext-client-ca-file", o.ClientCAFile,
+		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
+}
+
+// Module is the runtimeext module.
+type Module struct {
+	opts Options
+}
+
+var _ modules.Module = &Module{}
+
+// New returns the runtimeext module with opts.
+func New(opts Options) *Module { return &Module{opts: opts} }
+
+// WithoutRegistration returns a copy of the module that registers no
+// ExtensionConfig, for a caller that registers the extension itself (dev).
+func (m *Module) WithoutRegistration() *Module {
+	opts := m.opts
+	opts.SelfRegister = false
+	opts.Registration.Name = ""
+	return New(opts)
+}
 
 // Name implements modules.Module.
 func (*Module) Name() string { return Name }
 
-// BindFlags implements modules.FlagBinder.
-func (m *Module) BindFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&m.selfRegister, "runtimeext-self-register", false,
-		"Create the ExtensionConfig at start-up when it is missing (never changing an existing one); off, the admin applies it. Needs RBAC to get and create it.")
-	fs.StringVar(&m.registration.Name, "runtimeext-extension-config-name", registration.DefaultName,
-		"Name of the ExtensionConfig --runtimeext-self-register creates; empty registers none.")
-	fs.StringVar(&m.registration.ServiceName, "runtimeext-service-name", registration.DefaultServiceName,
-		"Service in $POD_NAMESPACE that fronts the webhook port, named in the ExtensionConfig.")
-	fs.Int32Var(&m.registration.ServicePort, "runtimeext-service-port", registration.DefaultServicePort,
-		"Port of --runtimeext-service-name.")
-	fs.StringVar(&m.registration.CASecret, "runtimeext-ca-secret", registration.DefaultCASecret,
-		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
-	fs.StringVar(&m.registration.NamespaceSelector, "runtimeext-namespace-selector", registration.DefaultNamespaceSelector,
-		"Label selector of the namespaces whose Clusters the hooks apply to (spec.namespaceSelector of a self-registered ExtensionConfig); empty means all.")
-	fs.StringVar(&m.clientCAFile, "runtimeext-client-ca-file", "",
-		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
-}
-
 // NewWebhookServer implements manager.WebhookServerProvider: Cluster API's
 // runtime extension server, guarded, serving admission webhooks too.
 func (m *Module) NewWebhookServer(opts webhook.Options) (webhook.Server, error) {
-	return serving.New(serving.Options{Webhook: opts, ClientCAFile: m.clientCAFile})
+	return serving.New(serving.Options{Webhook: opts, ClientCAFile: m.opts.ClientCAFile})
 }
 
 // AddToScheme implements modules.Module: the IP pool kinds the capacity gate
@@ -101,9 +133,10 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager implements modules.Module.
-func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, _ modules.Options) error {
+func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
+	mgr := shared.Manager
 	log := ctrl.LoggerFrom(ctx)
-	if err := m.registration.Validate(); err != nil {
+	if err := m.opts.Registration.Validate(); err != nil {
 		return err
 	}
 	srv, ok := serving.FromManager(mgr)
@@ -111,9 +144,13 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, _ modul
 		log.Info("Runtime hooks are not served: the webhook server is off (--webhook-port=0)")
 		return nil
 	}
+	// Hooks about Clusters this manager does not watch get the neutral
+	// answer and no Event, as its controllers leave those Clusters alone.
+	inScope := scope.Scope{Namespace: shared.Options.WatchNamespace, WatchFilterValue: shared.Options.WatchFilterValue}
 	list, err := handlers.List(handlers.Options{
 		Reader:   mgr.GetClient(),
-		Recorder: &record.Recorder{Events: mgr.GetEventRecorder(EventSource)},
+		Recorder: &record.Recorder{Events: mgr.GetEventRecorder(EventSource), Scope: inScope},
+		Scope:    inScope,
 	})
 	if err != nil {
 		return err
@@ -134,8 +171,8 @@ func (m *Module) SetupWithManager(ctx context.Context, mgr ctrl.Manager, _ modul
 
 func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready healthz.Checker) error {
 	log := ctrl.LoggerFrom(ctx)
-	opts := m.registration
-	if !m.selfRegister {
+	opts := m.opts.Registration
+	if !m.opts.SelfRegister {
 		log.V(1).Info("Not registering an ExtensionConfig: --runtimeext-self-register is off")
 		return nil
 	}

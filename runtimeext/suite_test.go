@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -29,6 +28,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
 	"github.com/capi-monolith/capi-monolith/test/capicore"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 var (
@@ -63,7 +63,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, (&runtimeext.Module{}).AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, runtimeext.New(runtimeext.DefaultOptions()).AddToScheme} {
 		if err := add(scheme); err != nil {
 			return fail(err)
 		}
@@ -112,30 +112,24 @@ func run(m *testing.M) int {
 func startManager(port int, certDir string) (func(), error) {
 	// The test registers its own ExtensionConfig with a URL: a Service
 	// name does not resolve outside a cluster.
+	opts := runtimeext.DefaultOptions()
+	opts.Registration.Name = ""
 	return startManagerWith(port, certDir, []server.ExtensionHandler{
 		slowHandler("ignore", runtimehooksv1.FailurePolicyIgnore), slowHandler("fail", runtimehooksv1.FailurePolicyFail),
-	}, "--enable-modules=ipam,runtimeext", "--runtimeext-extension-config-name=")
+	}, ipam.New(ipam.DefaultOptions()), runtimeext.New(opts))
 }
 
-// startManagerWith builds the manager from the flags, adds extra handlers
+// startManagerWith builds the manager of mods, adds extra handlers
 // and runs it until the returned function is called.
-func startManagerWith(port int, certDir string, extra []server.ExtensionHandler, args ...string) (func(), error) {
-	reg, err := modules.NewRegistry(ipam.Module{}, &runtimeext.Module{})
-	if err != nil {
-		return nil, err
-	}
-	var opts manager.Options
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
-	if err := fs.Parse(append([]string{
-		fmt.Sprintf("--webhook-port=%d", port),
-		"--webhook-cert-dir=" + certDir,
-		"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics",
-	}, args...)); err != nil {
-		return nil, err
-	}
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(context.Background(), env.Config, reg, opts)
+func startManagerWith(port int, certDir string, extra []server.ExtensionHandler, mods ...modules.Module) (func(), error) {
+	return startManagerWithOptions(managertest.Options(), port, certDir, extra, mods...)
+}
+
+// startManagerWithOptions is startManagerWith with the manager's options.
+func startManagerWithOptions(opts manager.Options, port int, certDir string, extra []server.ExtensionHandler, mods ...modules.Module) (func(), error) {
+	opts.WebhookPort = port
+	opts.WebhookCertDir = certDir
+	mgr, err := manager.New(context.Background(), env.Config, opts, mods...)
 	if err != nil {
 		return nil, err
 	}

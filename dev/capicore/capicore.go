@@ -29,6 +29,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/certs"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 )
 
@@ -203,14 +204,14 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	if err := p.certs.Write(certDir); err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(3)
+	free, err := ports.Free(3)
 	if err != nil {
 		return nil, err
 	}
-	webhookPort := ports[0]
+	webhookPort := free[0]
 	p.webhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(webhookPort))
-	p.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-	p.diagnosticsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+	p.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	p.diagnosticsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
 
 	if p.client, err = newClient(opts.Config); err != nil {
 		return nil, err
@@ -574,22 +575,6 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 		return nil, fmt.Errorf("failed to create a client for the apiserver: %w", err)
 	}
 	return c, nil
-}
-
-// FreePorts returns n distinct free loopback ports. The listeners stay open
-// until all are chosen so that the kernel never hands out one twice; the
-// small window before a process binds them is accepted.
-func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("failed to find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomID() (string, error) {

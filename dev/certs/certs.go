@@ -1,18 +1,14 @@
-// Package certs makes the throwaway certificate authority and serving
-// certificate that the dev environment's webhook servers (Cluster API core's
-// and ours) present to the apiserver over loopback.
+// Package certs makes throwaway certificate authorities and the certificates
+// they sign: the CA and serving certificate that the dev environment's webhook
+// servers (Cluster API core's and ours) present to the apiserver over
+// loopback (New, Bundle), and the CAs, serving and client certificates of the
+// tests and benchmarks (NewCA, CA, Pair). It is the project's one certificate
+// helper.
 package certs
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -57,65 +53,15 @@ func New(opts Options) (*Bundle, error) {
 	if opts.Validity == 0 {
 		opts.Validity = DefaultValidity
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCA(opts.CommonName, opts.Validity)
 	if err != nil {
-		return nil, fmt.Errorf("failed to generate the CA key: %w", err)
+		return nil, err
 	}
-	// Backdate by an hour so that a clock a little off never rejects them.
-	notBefore := time.Now().Add(-time.Hour)
-	notAfter := notBefore.Add(opts.Validity)
-	caTemplate := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: opts.CommonName},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	pair, err := ca.Serving(opts.Hosts...)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create the CA certificate: %w", err)
+		return nil, err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse the CA certificate: %w", err)
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("failed to generate the serving key: %w", err)
-	}
-	template := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range opts.Hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			template.IPAddresses = append(template.IPAddresses, ip)
-		} else {
-			template.DNSNames = append(template.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode the serving key: %w", err)
-	}
-	return &Bundle{
-		CAPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return &Bundle{CAPEM: ca.PEM, CertPEM: pair.CertPEM, KeyPEM: pair.KeyPEM}, nil
 }
 
 // Write stores the bundle in dir as CAFile, CertFile and KeyFile, readable by

@@ -22,7 +22,7 @@ import (
 // hands out one address twice.
 func TestOverlappingPoolsSentTogetherNeverShareAnAddressWithWebhooksOn(t *testing.T) {
 	g := NewWithT(t)
-	managertest.Start(t, env.Config, "--enable-modules=ipam")
+	managertest.Start(t, env.Config, managertest.Options(), managertest.IPAM())
 	ns := newNamespace(t, g, "batch")
 	pools := []client.Object{
 		namespaced(ns, "one", spec(24, "10.210.0.10-10.210.0.20")),

@@ -21,7 +21,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 // components reads a provider's components from the test repository the
@@ -124,7 +124,7 @@ func managerFlags(t *testing.T, objs []unstructured.Unstructured) (*pflag.FlagSe
 
 	fs := pflag.NewFlagSet("capi-monolith", pflag.ContinueOnError)
 	var opts manager.Options
-	manager.BindFlags(fs, &opts, builtin.Registry())
+	managertest.BindFlags(fs, &opts)
 	logsv1.AddFlags(logs.NewOptions(), fs)
 	g.Expect(fs.Parse(args)).To(Succeed(), "the manager's args %q", args)
 	g.Expect(fs.Args()).To(BeEmpty())

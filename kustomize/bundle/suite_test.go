@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const (
@@ -91,7 +91,7 @@ func run(m *testing.M) (code int, reterr error) {
 	if err != nil {
 		return 1, err
 	}
-	for _, mod := range builtin.Registry().All() {
+	for _, mod := range managertest.All() {
 		if err := mod.AddToScheme(scheme); err != nil {
 			return 1, fmt.Errorf("failed to add module %s to the scheme: %w", mod.Name(), err)
 		}

@@ -39,10 +39,10 @@ var commonVariables = []string{"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION"
 func startWebhooks(t *testing.T) {
 	t.Helper()
 	wio := env.WebhookInstallOptions
-	managertest.Start(t, env.Config,
-		"--enable-modules=infra,machinepool,ipam",
-		"--webhook-port="+strconv.Itoa(wio.LocalServingPort),
-		"--webhook-cert-dir="+wio.LocalServingCertDir)
+	opts := managertest.Options()
+	opts.WebhookPort = wio.LocalServingPort
+	opts.WebhookCertDir = wio.LocalServingCertDir
+	managertest.Start(t, env.Config, opts, managertest.Infra(), managertest.Machinepool(), managertest.IPAM())
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	NewWithT(t).Eventually(func() error {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only checks the port serves TLS.

@@ -28,6 +28,8 @@ type Options struct {
 	Reader client.Reader
 	// Recorder records calls; nil records nothing.
 	Recorder *record.Recorder
+	// Scope are the Clusters the lifecycle policies apply to.
+	Scope scope.Scope
 }
 
 // Timeouts the handlers announce. Lifecycle handlers read only the cache;
@@ -46,7 +48,7 @@ func List(opts Options) ([]server.ExtensionHandler, error) {
 	if opts.Reader != nil {
 		clusters = &scope.Clusters{Reader: opts.Reader}
 	}
-	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder, Clusters: clusters}
+	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder, Clusters: clusters, Scope: opts.Scope}
 	t, err := topology.New(opts.Recorder)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 )
 
 // Outcomes of a call, the values of the outcome label.
@@ -44,6 +46,9 @@ func init() {
 // Recorder records calls. A nil Events records metrics only.
 type Recorder struct {
 	Events events.EventRecorder
+	// Scope are the Clusters Events are recorded on; calls about others
+	// are counted only (another manager owns those Clusters).
+	Scope scope.Scope
 }
 
 // Response is what a call's outcome is read from: any hook response, or
@@ -70,7 +75,7 @@ func (r *Recorder) Call(hook string, cluster *clusterv1.Cluster, resp Response, 
 	outcome := Outcome(resp)
 	Calls.WithLabelValues(hook, outcome).Inc()
 	Duration.WithLabelValues(hook).Observe(time.Since(start).Seconds())
-	if r == nil || r.Events == nil || cluster == nil || cluster.Name == "" {
+	if r == nil || r.Events == nil || cluster == nil || cluster.Name == "" || !r.Scope.Covers(cluster) {
 		return
 	}
 	eventType := corev1.EventTypeNormal

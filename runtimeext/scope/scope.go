@@ -1,49 +1,36 @@
-// Package scope decides whether the Cluster a hook request names is one the
-// extension serves. The hook paths have no client authentication by default
-// (Cluster API's own extensions have none either), so the request's copy of
-// the Cluster is not trusted: the Cluster must exist in the manager's cache,
-// which --namespace and the watch filter bound, with the request's UID.
-// Handlers then act on the stored Cluster. An unauthenticated caller can thus
-// neither make the manager write Events into arbitrary namespaces nor learn
-// the pools and free addresses of a namespace from a made-up topology; it can
-// only ask about Clusters whose UID it already knows.
+// Package scope says which Clusters the runtime extension answers for: those
+// the manager watches (--namespace) and whose cluster.x-k8s.io/watch-filter
+// label matches --watch-filter, as every controller of the binary does. A
+// hook call about a Cluster outside the scope gets the hook's neutral answer
+// (success, nothing held or blocked) and records no Event: another instance
+// of the provider, watching that namespace or label, owns it.
 package scope
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
-// ErrNotInScope is returned for a request Cluster the extension does not
-// serve.
-var ErrNotInScope = errors.New("not a Cluster this extension serves")
-
-// Clusters resolves request Clusters against Reader.
-type Clusters struct {
-	// Reader reads Clusters: the manager's cached client.
-	Reader client.Reader
+// Scope is the part of the management cluster a manager is responsible for.
+// The zero value covers everything.
+type Scope struct {
+	// Namespace is the only namespace in scope; empty means all.
+	Namespace string
+	// WatchFilterValue is the value of the cluster.x-k8s.io/watch-filter
+	// label a Cluster must carry; empty means any.
+	WatchFilterValue string
 }
 
-// Resolve returns the stored Cluster with the namespace, name and UID of
-// req, or an error wrapping ErrNotInScope (it names only what the caller
-// sent). Other read errors are returned as they are.
-func (c *Clusters) Resolve(ctx context.Context, req *clusterv1.Cluster) (*clusterv1.Cluster, error) {
-	if req == nil || req.Name == "" || req.Namespace == "" || req.UID == "" {
-		return nil, fmt.Errorf("the request's Cluster must have a namespace, a name and a UID: %w", ErrNotInScope)
+// Covers reports whether the Cluster is in scope. A nil Cluster (a hook that
+// names none) is.
+func (s Scope) Covers(cluster *clusterv1.Cluster) bool {
+	if cluster == nil {
+		return true
 	}
-	stored := &clusterv1.Cluster{}
-	err := c.Reader.Get(ctx, client.ObjectKeyFromObject(req), stored)
-	if apierrors.IsNotFound(err) || (err == nil && stored.UID != req.UID) {
-		return nil, fmt.Errorf("Cluster %s/%s with UID %s: %w", req.Namespace, req.Name, req.UID, ErrNotInScope)
+	if s.Namespace != "" && cluster.Namespace != s.Namespace {
+		return false
 	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to read Cluster %s/%s: %w", req.Namespace, req.Name, err)
+	if s.WatchFilterValue != "" && cluster.GetLabels()[clusterv1.WatchLabel] != s.WatchFilterValue {
+		return false
 	}
-	return stored, nil
+	return true
 }

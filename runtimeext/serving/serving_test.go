@@ -24,9 +24,10 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
 	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
 )
 
 const hooksBase = "/hooks.runtime.cluster.x-k8s.io/v1alpha1/"
@@ -35,7 +36,7 @@ const hooksBase = "/hooks.runtime.cluster.x-k8s.io/v1alpha1/"
 type running struct {
 	srv     *server.Server
 	url     string
-	ca      *testcerts.CA
+	ca      *certs.CA
 	certDir string
 	client  *http.Client
 }
@@ -92,7 +93,7 @@ func start(t *testing.T, opts serving.Options, extra ...server.ExtensionHandler)
 // launch starts a server with the module's handlers, the test handlers and
 // an admission webhook of "another module", with certificates in dir.
 func launch(dir string, opts serving.Options, extra ...server.ExtensionHandler) (*running, func() error, error) {
-	ca, err := testcerts.NewCA("serving-test")
+	ca, err := certs.NewCA("serving-test")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,7 +104,7 @@ func launch(dir string, opts serving.Options, extra ...server.ExtensionHandler) 
 	if err := pair.Write(dir, ca); err != nil {
 		return nil, nil, err
 	}
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -330,7 +331,7 @@ func TestAdmissionWebhooksShareThePortAndAreNotGuarded(t *testing.T) {
 
 func TestMTLSRejectsHookCallsWithoutATrustedClientCertificate(t *testing.T) {
 	g := NewWithT(t)
-	clientCA, err := testcerts.NewCA("clients")
+	clientCA, err := certs.NewCA("clients")
 	g.Expect(err).NotTo(HaveOccurred())
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
 	g.Expect(os.WriteFile(caFile, clientCA.PEM, 0o600)).To(Succeed())
@@ -342,7 +343,7 @@ func TestMTLSRejectsHookCallsWithoutATrustedClientCertificate(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden), string(body))
 
 	// A certificate of another CA: refused in the TLS handshake.
-	otherCA, err := testcerts.NewCA("others")
+	otherCA, err := certs.NewCA("others")
 	g.Expect(err).NotTo(HaveOccurred())
 	other, err := otherCA.Client("intruder")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -364,7 +365,7 @@ func TestMTLSRejectsHookCallsWithoutATrustedClientCertificate(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 }
 
-func clientWith(r *running, p testcerts.Pair) *http.Client {
+func clientWith(r *running, p certs.Pair) *http.Client {
 	cert, err := p.TLS()
 	if err != nil {
 		panic(err)
@@ -380,7 +381,7 @@ func clientWith(r *running, p testcerts.Pair) *http.Client {
 func TestARotatedServingCertificateIsUsedByNewConnectionsWithoutRestart(t *testing.T) {
 	g := NewWithT(t)
 	r := start(t, serving.Options{})
-	newCA, err := testcerts.NewCA("rotated")
+	newCA, err := certs.NewCA("rotated")
 	g.Expect(err).NotTo(HaveOccurred())
 	pair, err := newCA.Serving()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -12,6 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 )
 
 // Variable names. They are prefixed so that they never collide with the
@@ -50,11 +52,22 @@ type PoolRef struct {
 	Name string `json:"name"`
 }
 
-// Pool kinds an address pool reference may name.
+// Pool kinds an address pool reference may name (ipamv1alpha1.PoolKinds
+// lists them all).
 const (
-	PoolKind       = "MonolithIPPool"
-	GlobalPoolKind = "GlobalMonolithIPPool"
+	PoolKind       = ipamv1alpha1.MonolithIPPoolKind
+	GlobalPoolKind = ipamv1alpha1.GlobalMonolithIPPoolKind
 )
+
+// poolKindEnum is the schema enum of a pool reference's kind: every kind of
+// the ipam module's one table.
+func poolKindEnum() []apiextensionsv1.JSON {
+	var enum []apiextensionsv1.JSON
+	for _, k := range ipamv1alpha1.PoolKindNames() {
+		enum = append(enum, jsonString(k))
+	}
+	return enum
+}
 
 func (p PoolRef) String() string { return p.Kind + "/" + p.Name }
 
@@ -100,7 +113,7 @@ func Definitions() []clusterv1.ClusterClassVariable {
 					Properties: map[string]clusterv1.JSONSchemaProps{
 						"kind": {
 							Type: "string",
-							Enum: []apiextensionsv1.JSON{jsonString(PoolKind), jsonString(GlobalPoolKind)},
+							Enum: poolKindEnum(),
 						},
 						"name": {Type: "string", MinLength: ptr.To[int64](1), MaxLength: ptr.To[int64](253)},
 					},

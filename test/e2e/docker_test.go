@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	dockerbackend "github.com/capi-monolith/capi-monolith/infra/backend/docker"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 )
 
 const (
@@ -85,8 +85,8 @@ var _ = Describe("A cluster from cluster-template-docker.yaml (docker backend)",
 // with the cluster.
 func containers(ctx context.Context, docker *client.Client, namespace, cluster string) ([]string, error) {
 	filters := make(client.Filters).
-		Add("label", dockerbackend.LabelClusterNamespace+"="+namespace).
-		Add("label", dockerbackend.LabelClusterName+"="+cluster)
+		Add("label", machines.DockerLabelClusterNamespace+"="+namespace).
+		Add("label", machines.DockerLabelClusterName+"="+cluster)
 	res, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,11 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/dev"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
+	"github.com/capi-monolith/capi-monolith/infra"
+	"github.com/capi-monolith/capi-monolith/ipam"
+	"github.com/capi-monolith/capi-monolith/machinepool"
+	"github.com/capi-monolith/capi-monolith/modules"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
@@ -28,11 +33,18 @@ var _ = BeforeSuite(func() {
 	defer cancel()
 	started := time.Now()
 	var err error
+	// The Docker daemon here refuses privileged containers, and the test
+	// node image needs none.
+	infraOpts := infra.DefaultOptions()
+	infraOpts.DockerUnprivilegedNodes = true
 	env, err = dev.Start(ctx, dev.Options{
-		// The Docker daemon here refuses privileged containers, and the test
-		// node image needs none.
-		ManagerArgs: []string{"--docker-unprivileged-nodes"},
-		Progress:    progress.New(GinkgoWriter),
+		Modules: []modules.Module{
+			infra.New(infraOpts),
+			machinepool.New(machinepool.DefaultOptions()),
+			ipam.New(ipam.DefaultOptions()),
+			runtimeext.New(runtimeext.DefaultOptions()),
+		},
+		Progress: progress.New(GinkgoWriter),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("dev environment ready in %s\n", time.Since(started).Round(time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/capi-monolith/capi-monolith/dev/capicore"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 )
 
@@ -17,31 +18,14 @@ const (
 	ClusterAPIModulePath = capimodule.Path
 )
 
-// CacheDir returns the folder where the project caches the binaries it builds:
-// $CAPI_MONOLITH_CACHE, else $XDG_CACHE_HOME/capi-monolith, else
-// $HOME/.cache/capi-monolith (the same rule as the Makefile and hack/ scripts).
-func CacheDir() (string, error) {
-	if dir := os.Getenv("CAPI_MONOLITH_CACHE"); dir != "" {
-		return dir, nil
-	}
-	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
-		return filepath.Join(dir, "capi-monolith"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("failed to find the cache folder (set CAPI_MONOLITH_CACHE): %w", err)
-	}
-	return filepath.Join(home, ".cache", "capi-monolith"), nil
-}
-
 // BinaryAssetsDirectory returns the folder holding kube-apiserver and etcd:
-// $KUBEBUILDER_ASSETS when it is set, else <CacheDir>/envtest/<KubernetesVersion>.
+// $KUBEBUILDER_ASSETS when it is set, else <capicore.CacheDir>/envtest/<KubernetesVersion>.
 // It fails, naming `make envtest-assets`, when the binaries are not there.
 func BinaryAssetsDirectory() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	source := "KUBEBUILDER_ASSETS"
 	if dir == "" {
-		cache, err := CacheDir()
+		cache, err := capicore.CacheDir()
 		if err != nil {
 			return "", err
 		}

@@ -36,14 +36,13 @@ import (
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/backend"
-	"github.com/capi-monolith/capi-monolith/infra/backend/docker"
+	"github.com/capi-monolith/capi-monolith/infra/machines"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const (
@@ -137,7 +136,7 @@ func startProvider(t *testing.T, comps clusterctl.Components) *provider {
 	g.Expect(os.WriteFile(filepath.Join(dir, "components.yaml"), y, 0o644)).To(Succeed())
 	scheme, err := envtest.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, mod := range builtin.Registry().All() {
+	for _, mod := range managertest.All() {
 		g.Expect(mod.AddToScheme(scheme)).To(Succeed())
 	}
 	env, err := envtest.Start(ctx, envtest.Options{
@@ -179,9 +178,9 @@ func startProvider(t *testing.T, comps clusterctl.Components) *provider {
 	g.Expect(env.WriteKubeconfig(filepath.Join(kcDir, "kubeconfig"))).To(Succeed())
 	g.Expect(os.Chmod(filepath.Join(kcDir, "kubeconfig"), 0o644)).To(Succeed())
 
-	healthPort, err := testcerts.FreePort()
+	healthPort, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
-	diagPort, err := testcerts.FreePort()
+	diagPort, err := ports.One()
 	g.Expect(err).NotTo(HaveOccurred())
 	p.webhook = fmt.Sprintf("%s:%d", wio.LocalServingHost, wio.LocalServingPort)
 	p.container = "capim-image-test-" + p.namespace + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -320,10 +319,17 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 	t.Cleanup(func() { _ = dc.Close() })
 	network := "capim-" + n
 	t.Cleanup(func() {
-		// Whatever happened, leave no container or network on the host.
-		if b, err := docker.New(docker.Options{Client: dc}); err == nil {
-			_ = b.DeleteCluster(context.Background(), backend.ClusterRef{Namespace: n, Name: "c"})
+		// Whatever happened, leave no container or network on the host:
+		// the cluster's containers carry the docker backend's labels.
+		ctx := context.Background()
+		res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
+			Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
+		if err == nil {
+			for _, c := range res.Items {
+				_, _ = dc.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			}
 		}
+		_, _ = dc.NetworkRemove(ctx, network, client.NetworkRemoveOptions{})
 	})
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c"},
@@ -347,7 +353,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 		g.Expect(conditions.IsTrue(mc, infrav1.LoadBalancerAvailableCondition)).To(BeTrue())
 	}).WithTimeout(2 * timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
 	res, err := dc.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.
-		Add("label", docker.LabelClusterNamespace+"="+n, docker.LabelClusterName+"=c")})
+		Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Items).To(HaveLen(1), "the load balancer container runs on the Engine")
 
@@ -355,7 +361,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 	g.Expect(p.env.Client.Delete(ctx, mc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-			Add("label", docker.LabelClusterNamespace+"="+n, docker.LabelClusterName+"=c")})
+			Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(res.Items).To(BeEmpty())
 	}).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())

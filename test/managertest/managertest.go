@@ -1,6 +1,7 @@
-// Package managertest starts the binary's own manager (manager.New with the
-// built-in modules) inside a test, as `capi-monolith` would start it, with
-// every listener off so that many can run one after another in a process.
+// Package managertest starts the binary's own manager (manager.New with
+// typed options and modules) inside a test, as `capi-monolith` would start
+// it, with every listener off so that many can run one after another in a
+// process.
 package managertest
 
 import (
@@ -11,27 +12,41 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/capi-monolith/capi-monolith/infra"
+	"github.com/capi-monolith/capi-monolith/ipam"
+	"github.com/capi-monolith/capi-monolith/machinepool"
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
+	"github.com/capi-monolith/capi-monolith/modules"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
 )
 
-// Quiet are the flags every test manager gets before the test's own: no
-// webhook server, health or diagnostics listener.
-var Quiet = []string{"--webhook-port=0", "--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics"}
+// Options returns the manager's defaults for the named modules with every
+// listener off: no webhook server, health or diagnostics endpoint. Tests
+// change the fields they need.
+func Options(moduleNames ...string) manager.Options {
+	opts := manager.DefaultOptions(moduleNames...)
+	opts.WebhookPort = 0
+	opts.HealthAddr = "0"
+	opts.Diagnostics.DiagnosticsAddress = "0"
+	opts.Diagnostics.InsecureDiagnostics = true
+	opts.SkipControllerNameValidation = true
+	return opts
+}
 
-// Start builds the manager from command-line args (after Quiet) against
-// cfg, starts it, and returns a function that stops it and fails the test if
-// it stopped with an error. It is also stopped when the test ends.
-func Start(t *testing.T, cfg *rest.Config, args ...string) (stop func()) {
+// Infra, Machinepool, IPAM and RuntimeExt return the modules with their
+// default options.
+func Infra() modules.Module       { return infra.New(infra.DefaultOptions()) }
+func Machinepool() modules.Module { return machinepool.New(machinepool.DefaultOptions()) }
+func IPAM() modules.Module        { return ipam.New(ipam.DefaultOptions()) }
+func RuntimeExt() modules.Module  { return runtimeext.New(runtimeext.DefaultOptions()) }
+
+// Start builds the manager of mods with opts against cfg, starts it, and
+// returns a function that stops it and fails the test if it stopped with an
+// error. It is also stopped when the test ends.
+func Start(t *testing.T, cfg *rest.Config, opts manager.Options, mods ...modules.Module) (stop func()) {
 	t.Helper()
 	g := NewWithT(t)
-	reg := builtin.Registry()
-	var opts manager.Options
-	fs := pflag.NewFlagSet(t.Name(), pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
-	g.Expect(fs.Parse(append(append([]string{}, Quiet...), args...))).To(Succeed())
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(context.Background(), cfg, reg, opts)
+	mgr, err := manager.New(context.Background(), cfg, opts, mods...)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -48,4 +63,20 @@ func Start(t *testing.T, cfg *rest.Config, args ...string) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// All returns the four modules with their default options.
+func All() []modules.Module { return []modules.Module{Infra(), Machinepool(), IPAM(), RuntimeExt()} }
+
+// BindFlags binds the manager's flags and every module's to fs, as the
+// binary does, for tests that check command lines written elsewhere (the
+// manifests' manager args). The binary's own list is main's registry;
+// main_test checks that it names the same modules.
+func BindFlags(fs *pflag.FlagSet, opts *manager.Options) {
+	manager.BindFlags(fs, opts, []string{infra.Name, machinepool.Name, ipam.Name, runtimeext.Name})
+	infraOpts, poolOpts, ipamOpts, extOpts := infra.DefaultOptions(), machinepool.DefaultOptions(), ipam.DefaultOptions(), runtimeext.DefaultOptions()
+	infraOpts.BindFlags(fs)
+	poolOpts.BindFlags(fs)
+	ipamOpts.BindFlags(fs)
+	extOpts.BindFlags(fs)
 }

@@ -8,13 +8,15 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
 
 var (
-	// GroupVersion is group version used to register these objects.
-	GroupVersion = schema.GroupVersion{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1"}
+	// GroupVersion is the infra kinds' group version: the pool kinds are
+	// registered in the same one.
+	GroupVersion = infrav1.GroupVersion
 
 	// schemeBuilder is used to add go types to the GroupVersionKind scheme.
 	schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}

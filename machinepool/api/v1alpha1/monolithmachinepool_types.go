@@ -15,8 +15,11 @@ const (
 	// PoolFinalizer lets the module delete a pool's instances before the
 	// MonolithMachinePool goes.
 	PoolFinalizer = "monolithmachinepool.infrastructure.cluster.x-k8s.io"
-	// InstanceFinalizer lets the module delete an instance's node and
-	// release its addresses before its MonolithMachine goes.
+	// InstanceFinalizer was set on instances by releases that had a second
+	// MonolithMachine controller for them. Infra's one machine controller
+	// (whose finalizer instances now carry) removes it from stored objects.
+	//
+	// Deprecated: no longer set.
 	InstanceFinalizer = "monolithmachinepool.infrastructure.cluster.x-k8s.io/instance"
 
 	// TemplateHashAnnotation records, on an instance's MonolithMachine, the

@@ -3,10 +3,10 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -27,16 +27,11 @@ func (h *Handlers) capacity(ctx context.Context, cluster *clusterv1.Cluster, s s
 		return "", fmt.Errorf("failed to read the IP pools of the topology: %w", err)
 	}
 	for _, d := range demands {
-		var pool ipamv1alpha1.Pool
-		var key client.ObjectKey
-		switch d.Pool.Kind {
-		case variables.PoolKind:
-			pool, key = &ipamv1alpha1.MonolithIPPool{}, client.ObjectKey{Namespace: cluster.Namespace, Name: d.Pool.Name}
-		case variables.GlobalPoolKind:
-			pool, key = &ipamv1alpha1.GlobalMonolithIPPool{}, client.ObjectKey{Name: d.Pool.Name}
-		default:
-			return "", fmt.Errorf("IP pool %s: kind must be %s or %s", d.Pool, variables.PoolKind, variables.GlobalPoolKind)
+		kind, ok := ipamv1alpha1.PoolKindNamed(d.Pool.Kind)
+		if !ok {
+			return "", fmt.Errorf("IP pool %s: kind must be one of %s", d.Pool, strings.Join(ipamv1alpha1.PoolKindNames(), ", "))
 		}
+		pool, key := kind.New(), kind.Key(cluster.Namespace, d.Pool.Name)
 		if err := h.Reader.Get(ctx, key, pool); err != nil {
 			if apierrors.IsNotFound(err) {
 				return fmt.Sprintf("IP pool %s does not exist; the topology needs %d addresses from it", d.Pool, d.Addresses), nil

@@ -30,6 +30,10 @@ type Handlers struct {
 	Reader client.Reader
 	// Recorder records every call; nil records nothing.
 	Recorder *record.Recorder
+	// Scope are the Clusters the policies apply to (--namespace,
+	// --watch-filter); a call about another Cluster gets the neutral
+	// answer: success, nothing held, no Event.
+	Scope scope.Scope
 	// Clusters, when set, must know the request's Cluster (namespace, name
 	// and UID) for a hook to act on it: policies and Events then use the
 	// stored Cluster, and a Cluster it does not know answers a Failure with
@@ -74,10 +78,20 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 	// The deferred call reads cluster when it runs: nil (no Event) for a
 	// Cluster out of scope, the stored one otherwise.
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	// Out of scope as the request says, or as the stored Cluster says.
+	if !h.Scope.Covers(cluster) {
+		log.V(4).Info("Cluster outside the watched namespace or watch filter: neutral answer")
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		return
+	}
 	if cluster = h.resolve(ctx, cluster, resp); cluster == nil {
 		return
 	}
-
+	if !h.Scope.Covers(cluster) {
+		log.V(4).Info("Cluster outside the watched namespace or watch filter: neutral answer")
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		return
+	}
 	s, err := settings.Parse(raw)
 	if err != nil {
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
@@ -106,7 +120,15 @@ func (h *Handlers) blocking(ctx context.Context, hook string, cluster *clusterv1
 func (h *Handlers) nonBlocking(ctx context.Context, hook string, cluster *clusterv1.Cluster, raw map[string]string, resp *runtimehooksv1.CommonResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call(hook, cluster, resp, start) }()
+	if !h.Scope.Covers(cluster) {
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		return
+	}
 	if cluster = h.resolve(ctx, cluster, resp); cluster == nil {
+		return
+	}
+	if !h.Scope.Covers(cluster) {
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 		return
 	}
 	if _, err := settings.Parse(raw); err != nil {

@@ -24,6 +24,7 @@ import (
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
 )
 
@@ -289,4 +290,56 @@ func TestAPoolThatCannotBeReadFailsWithoutTheUnderlyingError(t *testing.T) {
 	h.BeforeClusterCreate(context.Background(), req, resp)
 	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
 	g.Expect(resp.Message).To(Equal("failed to read IP pool MonolithIPPool/nodes (is the ipam module's CRD installed?); see the extension's logs"))
+}
+
+// A Cluster outside --namespace or --watch-filter gets the neutral answer
+// (success, nothing held, no capacity wait) and no Event; one inside is
+// handled as always.
+func TestClustersOutsideTheScopeGetTheNeutralAnswerAndNoEvent(t *testing.T) {
+	held := map[string]string{lifecycle.HoldAnnotation: "BeforeClusterCreate,BeforeClusterDelete,AfterControlPlaneInitialized"}
+	pools := variable(variables.AddressPools, []variables.PoolRef{{Kind: variables.PoolKind, Name: "nodes"}})
+	mine := map[string]string{clusterv1.WatchLabel: "mine"}
+	tests := []struct {
+		name    string
+		scope   scope.Scope
+		labels  map[string]string
+		inScope bool
+	}{
+		{name: "another namespace", scope: scope.Scope{Namespace: "other"}},
+		{name: "no watch-filter label", scope: scope.Scope{WatchFilterValue: "mine"}},
+		{name: "another watch-filter value", scope: scope.Scope{WatchFilterValue: "mine"}, labels: map[string]string{clusterv1.WatchLabel: "theirs"}},
+		{name: "in the namespace with the label", scope: scope.Scope{Namespace: "ns", WatchFilterValue: "mine"}, labels: mine, inScope: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			// The pool is short: an in-scope BeforeClusterCreate waits
+			// anyway (held first).
+			h, rec := newHandlers(t, pool("nodes", 0))
+			h.Scope, h.Recorder.Scope = tt.scope, tt.scope
+			c := cluster(held, pools)
+			c.Labels = tt.labels
+
+			create := &runtimehooksv1.BeforeClusterCreateResponse{}
+			h.BeforeClusterCreate(context.Background(), &runtimehooksv1.BeforeClusterCreateRequest{Cluster: c}, create)
+			del := &runtimehooksv1.BeforeClusterDeleteResponse{}
+			h.BeforeClusterDelete(context.Background(), &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: c}, del)
+			after := &runtimehooksv1.AfterControlPlaneInitializedResponse{}
+			h.AfterControlPlaneInitialized(context.Background(), &runtimehooksv1.AfterControlPlaneInitializedRequest{Cluster: c}, after)
+
+			for _, resp := range []record.Response{create, del, after} {
+				g.Expect(resp.GetStatus()).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+			}
+			if tt.inScope {
+				g.Expect(create.RetryAfterSeconds).To(BeNumerically(">", 0))
+				g.Expect(del.RetryAfterSeconds).To(BeNumerically(">", 0))
+				g.Expect(rec.Events).To(HaveLen(3), "one Event per call")
+				return
+			}
+			g.Expect(create.RetryAfterSeconds).To(BeZero(), "nothing is held outside the scope")
+			g.Expect(del.RetryAfterSeconds).To(BeZero())
+			g.Expect(create.Message).To(BeEmpty())
+			g.Expect(rec.Events).To(BeEmpty(), "no Event on a Cluster outside the scope")
+		})
+	}
 }

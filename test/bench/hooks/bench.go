@@ -23,11 +23,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
 	"github.com/capi-monolith/capi-monolith/runtimeext/record"
 	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
 )
 
 // Config sizes one run.
@@ -94,7 +95,7 @@ func Measure(ctx context.Context, cfg Config) (Result, error) {
 }
 
 func startServer(ctx context.Context) (string, *http.Client, func(), error) {
-	ca, err := testcerts.NewCA("bench-hooks")
+	ca, err := certs.NewCA("bench-hooks")
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -109,7 +110,7 @@ func startServer(ctx context.Context) (string, *http.Client, func(), error) {
 	if err := pair.Write(dir, ca); err != nil {
 		return "", nil, nil, err
 	}
-	port, err := testcerts.FreePort()
+	port, err := ports.One()
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,12 +27,13 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/ipam"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/manager"
-	"github.com/capi-monolith/capi-monolith/modules/builtin"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/memstat"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const (
@@ -207,17 +207,30 @@ func (b *Bench) progress(format string, args ...any) {
 	}
 }
 
-// ModuleArgs are the flags the module runs with; namespace is the run's.
+// ManagerOptions are the manager's typed options the module runs with;
+// namespace is the run's.
+func (b *Bench) ManagerOptions(namespace string) manager.Options {
+	opts := managertest.Options(ipam.Name)
+	opts.Concurrency[ipam.Name] = b.cfg.Concurrency
+	opts.KubeAPIQPS = b.cfg.Rate.QPS
+	opts.KubeAPIBurst = b.cfg.Rate.Burst
+	// Each run's manager caches its own namespace only, so that the
+	// claims of earlier runs (left in etcd) weigh on neither its memory
+	// nor its start.
+	opts.WatchNamespace = namespace
+	return opts
+}
+
+// ModuleArgs describes ManagerOptions in the binary's flag names, for the
+// report.
 func (b *Bench) ModuleArgs(namespace string) []string {
+	opts := b.ManagerOptions(namespace)
 	return []string{
 		"--enable-modules=ipam",
-		"--ipam-concurrency=" + strconv.Itoa(b.cfg.Concurrency),
-		"--kube-api-qps=" + strconv.FormatFloat(float64(b.cfg.Rate.QPS), 'g', -1, 32),
-		"--kube-api-burst=" + strconv.Itoa(b.cfg.Rate.Burst),
-		// Each run's manager caches its own namespace only, so that the
-		// claims of earlier runs (left in etcd) weigh on neither its memory
-		// nor its start.
-		"--namespace=" + namespace,
+		"--ipam-concurrency=" + strconv.Itoa(opts.Concurrency[ipam.Name]),
+		"--kube-api-qps=" + strconv.FormatFloat(float64(opts.KubeAPIQPS), 'g', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(opts.KubeAPIBurst),
+		"--namespace=" + opts.WatchNamespace,
 		"--webhook-port=0", "--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics",
 	}
 }
@@ -380,16 +393,9 @@ func rawAddress(ns string, i int) *ipamv1.IPAddress {
 // way the binary does, and returns once its cache is synced. requests
 // counts what the manager asks of the apiserver.
 func (b *Bench) startModule(ctx context.Context, namespace string, requests *harness.Requests) (stop func() error, err error) {
-	reg := builtin.Registry()
-	var opts manager.Options
-	fs := pflag.NewFlagSet("bench-ipam", pflag.ContinueOnError)
-	manager.BindFlags(fs, &opts, reg)
-	if err := fs.Parse(b.ModuleArgs(namespace)); err != nil {
-		return nil, fmt.Errorf("failed to parse the module's flags: %w", err)
-	}
-	// Every run builds a new manager with the same controllers.
-	opts.SkipControllerNameValidation = true
-	mgr, err := manager.New(ctx, requests.Wrap(b.env.Config), reg, opts)
+	// Every run builds a new manager with the same controllers
+	// (managertest.Options allows it).
+	mgr, err := manager.New(ctx, requests.Wrap(b.env.Config), b.ManagerOptions(namespace), ipam.New(ipam.DefaultOptions()))
 	if err != nil {
 		return nil, fmt.Errorf("failed to build the manager: %w", err)
 	}

@@ -15,7 +15,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/testcerts"
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/memstat"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
@@ -89,19 +90,15 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	if err := writeServingCert(certDir); err != nil {
 		return nil, err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := testcerts.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
+	free, err := ports.Free(3)
+	if err != nil {
+		return nil, err
 	}
 	p := &Process{
 		exited:      make(chan struct{}),
 		log:         filepath.Join(opts.Dir, "log.txt"),
-		health:      fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		diagnostics: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		health:      fmt.Sprintf("127.0.0.1:%d", free[1]),
+		diagnostics: fmt.Sprintf("127.0.0.1:%d", free[2]),
 		token:       opts.DiagnosticsToken,
 		// The diagnostics endpoint serves a self-signed certificate that
 		// controller-runtime makes at start-up; only loopback is reached.
@@ -109,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
-		fmt.Sprintf("--webhook-port=%d", ports[0]),
+		fmt.Sprintf("--webhook-port=%d", free[0]),
 		"--webhook-cert-dir=" + certDir,
 		"--health-addr=" + p.health,
 		"--diagnostics-address=" + p.diagnostics,
@@ -136,7 +133,7 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 }
 
 func writeServingCert(dir string) error {
-	ca, err := testcerts.NewCA("capi-monolith-bench")
+	ca, err := certs.NewCA("capi-monolith-bench")
 	if err != nil {
 		return err
 	}

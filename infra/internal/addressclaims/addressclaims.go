@@ -1,0 +1,196 @@
+// Package addressclaims claims the addresses a MonolithMachine asks of IP
+// pools (spec.addressesFromPools), as Cluster API's IPAM contract wants of
+// an infrastructure provider: one IPAddressClaim per pool, named
+// <machine>-<index>, owned by the machine and holding a finalizer until the
+// machine's node is gone. A claim is found by name but used, and released,
+// only when this very machine (by UID) controls it and it is not being
+// deleted. The one MonolithMachine controller claims through it for every
+// machine, pool instances included.
+package addressclaims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+)
+
+// ClaimName is the name of the IPAddressClaim a machine makes of its
+// index-th pool.
+func ClaimName(machine string, index int) string { return fmt.Sprintf("%s-%d", machine, index) }
+
+// Reconcile makes one IPAddressClaim per pool the machine names and returns
+// the addresses once every claim is fulfilled (ready). It records progress
+// in the machine's IPAddressesClaimed condition; a machine that names no
+// pool is ready at once and gets no condition.
+func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) (static []backend.StaticAddress, ready bool, err error) {
+	pools := mm.Spec.AddressesFromPools
+	if len(pools) == 0 {
+		return nil, true, nil
+	}
+	pending := 0
+	for i, pool := range pools {
+		claim := &ipamv1.IPAddressClaim{}
+		key := client.ObjectKey{Namespace: mm.Namespace, Name: ClaimName(mm.Name, i)}
+		err := c.Get(ctx, key, claim)
+		if apierrors.IsNotFound(err) {
+			claim = newClaim(mm, cluster, key.Name, ipamv1.IPPoolReference{APIGroup: ptr.Deref(pool.APIGroup, ""), Kind: pool.Kind, Name: pool.Name})
+			if err := c.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+				return nil, false, fmt.Errorf("failed to create IPAddressClaim %s: %w", key.Name, err)
+			}
+			pending++
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
+		}
+		if !ownedBy(claim, mm) {
+			if !claim.DeletionTimestamp.IsZero() {
+				// A claim of an earlier machine of this name, going away:
+				// ours is made once the name is free.
+				pending++
+				continue
+			}
+			// Never use (or later delete) what another object claimed.
+			msg := fmt.Sprintf("IPAddressClaim %s exists and belongs to another object; delete it or rename the machine", key.Name)
+			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, msg)
+			return nil, false, errors.New(msg)
+		}
+		if !claim.DeletionTimestamp.IsZero() {
+			// Our claim is being deleted while the machine lives: its
+			// address is on its way back to the pool, so it is not used.
+			// Before the node exists, let it go and claim again.
+			if mm.Spec.ProviderID == "" {
+				if err := removeFinalizer(ctx, c, claim); err != nil {
+					return nil, false, err
+				}
+			}
+			pending++
+			continue
+		}
+		if claim.Status.AddressRef.Name == "" {
+			pending++
+			continue
+		}
+		address := &ipamv1.IPAddress{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: claim.Status.AddressRef.Name}, address); err != nil {
+			if apierrors.IsNotFound(err) {
+				pending++
+				continue
+			}
+			return nil, false, fmt.Errorf("failed to get IPAddress %s: %w", claim.Status.AddressRef.Name, err)
+		}
+		s, err := staticAddress(address)
+		if err != nil {
+			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+			return nil, false, nil
+		}
+		static = append(static, s)
+	}
+	if pending > 0 {
+		setCondition(mm, metav1.ConditionFalse, v1alpha1.WaitingForIPAddressesReason,
+			fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools)))
+		return nil, false, nil
+	}
+	setCondition(mm, metav1.ConditionTrue, v1alpha1.ClaimedReason, "")
+	return static, true, nil
+}
+
+func setCondition(mm *v1alpha1.MonolithMachine, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.IPAddressesClaimedCondition, Status: status,
+		Reason: reason, Message: message, ObservedGeneration: mm.Generation})
+}
+
+func newClaim(mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, name string, pool ipamv1.IPPoolReference) *ipamv1.IPAddressClaim {
+	return &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: mm.Namespace,
+			Name:      name,
+			Labels:    map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "MonolithMachine", Name: mm.Name, UID: mm.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+			// The address stays allocated until our node is gone.
+			Finalizers: []string{v1alpha1.ClaimFinalizer},
+		},
+		Spec: ipamv1.IPAddressClaimSpec{ClusterName: cluster.Name, PoolRef: pool},
+	}
+}
+
+func staticAddress(a *ipamv1.IPAddress) (backend.StaticAddress, error) {
+	addr, err := netip.ParseAddr(a.Spec.Address)
+	if err != nil {
+		return backend.StaticAddress{}, fmt.Errorf("IPAddress %s has an invalid address %q", a.Name, a.Spec.Address)
+	}
+	s := backend.StaticAddress{Address: addr, Prefix: int(ptr.Deref(a.Spec.Prefix, int32(addr.BitLen())))}
+	if a.Spec.Gateway != "" {
+		if s.Gateway, err = netip.ParseAddr(a.Spec.Gateway); err != nil {
+			return backend.StaticAddress{}, fmt.Errorf("IPAddress %s has an invalid gateway %q", a.Name, a.Spec.Gateway)
+		}
+	}
+	return s, nil
+}
+
+// Release lets the machine's claims go: our finalizer off, then deleted, so
+// that the IPAM provider releases their addresses. Call it only once the
+// machine's node is gone.
+func Release(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachine) error {
+	for i := range mm.Spec.AddressesFromPools {
+		claim := &ipamv1.IPAddressClaim{}
+		key := client.ObjectKey{Namespace: mm.Namespace, Name: ClaimName(mm.Name, i)}
+		if err := c.Get(ctx, key, claim); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
+		}
+		if !ownedBy(claim, mm) {
+			// Another object's claim of the same name is not ours to free.
+			continue
+		}
+		if err := removeFinalizer(ctx, c, claim); err != nil {
+			return err
+		}
+		if claim.DeletionTimestamp.IsZero() {
+			if err := c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("failed to delete IPAddressClaim %s: %w", key.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ownedBy reports whether mm (this very object, by UID) controls claim:
+// claims are found by name, and a name can be taken by another object or
+// by an earlier machine of the same name.
+func ownedBy(claim *ipamv1.IPAddressClaim, mm *v1alpha1.MonolithMachine) bool {
+	ref := metav1.GetControllerOf(claim)
+	return ref != nil && ref.UID == mm.UID
+}
+
+// removeFinalizer takes our finalizer off claim.
+func removeFinalizer(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim) error {
+	if !controllerutil.ContainsFinalizer(claim, v1alpha1.ClaimFinalizer) {
+		return nil
+	}
+	original := claim.DeepCopy()
+	controllerutil.RemoveFinalizer(claim, v1alpha1.ClaimFinalizer)
+	if err := c.Patch(ctx, claim, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to remove our finalizer from IPAddressClaim %s: %w", claim.Name, err)
+	}
+	return nil
+}

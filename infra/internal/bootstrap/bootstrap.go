@@ -1,0 +1,120 @@
+// Package bootstrap runs a machine's bootstrap data on its node as a
+// background task (infra/tasks), once, and reports it in the machine's
+// BootstrapExecSucceeded condition: progress while it runs, the reason when
+// it fails, a retry after RetryAfter. Single machines (infra) and machine
+// pool instances (machinepool) share it.
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
+)
+
+// RetryAfter is how long a failed bootstrap waits before it runs again.
+const RetryAfter = 30 * time.Second
+
+// DefaultTimeout bounds one run of the bootstrap data: kubeadm init or join
+// takes minutes at most; a run still going after this is stuck (a command
+// waiting on input or on something that never comes), and fails so that
+// the condition says so and the run is retried after RetryAfter.
+const DefaultTimeout = 20 * time.Minute
+
+// Options say what to run where.
+type Options struct {
+	// Client reads the bootstrap data Secret (Secrets bypass the cache).
+	Client client.Reader
+	// Tasks runs the bootstrap outside Reconcile.
+	Tasks *tasks.Manager
+	// Backend and Node are where the data runs.
+	Backend backend.Machine
+	Node    backend.MachineRef
+	// SecretName is the bootstrap data Secret, in the machine's namespace.
+	SecretName string
+	// Timeout bounds one run. Default: DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Reconcile starts the bootstrap of mm's node, or reports how it goes. The
+// task is keyed by mm's UID, so that a deleted and re-created machine starts
+// afresh.
+func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) (ctrl.Result, error) {
+	if conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
+		return ctrl.Result{}, nil
+	}
+	key := string(mm.UID)
+	state, ok := opts.Tasks.State(key)
+	switch {
+	case !ok:
+		data, err := Data(ctx, opts.Client, mm.Namespace, opts.SecretName)
+		if err != nil {
+			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+			// An error: the controller retries with exponential backoff.
+			return ctrl.Result{}, err
+		}
+		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node")
+		b, node, timeout := opts.Backend, opts.Node, opts.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		opts.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
+			ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("bootstrap did not finish within %s", timeout))
+			defer cancel()
+			err := b.Bootstrap(ctx, node, data, progress)
+			if err != nil && context.Cause(ctx) != nil && ctx.Err() == context.DeadlineExceeded {
+				return context.Cause(ctx)
+			}
+			return err
+		})
+		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, "Starting")
+	case state.Running:
+		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, state.Progress)
+	case state.Err != nil:
+		setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, state.Err.Error())
+		if wait := time.Until(state.Finished.Add(RetryAfter)); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		opts.Tasks.Forget(key)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	default:
+		setCondition(mm, metav1.ConditionTrue, v1alpha1.SucceededReason, "")
+		opts.Tasks.Forget(key)
+	}
+	return ctrl.Result{}, nil
+}
+
+// Data reads a bootstrap data Secret: keys value and format (default
+// cloud-config), as Cluster API's bootstrap providers write them.
+func Data(ctx context.Context, c client.Reader, namespace, name string) (backend.BootstrapData, error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return backend.BootstrapData{}, fmt.Errorf("failed to read bootstrap data Secret %s: %w", name, err)
+	}
+	value, ok := secret.Data["value"]
+	if !ok || len(value) == 0 {
+		return backend.BootstrapData{}, fmt.Errorf("bootstrap data Secret %s has no value", name)
+	}
+	format := string(secret.Data["format"])
+	if format == "" {
+		format = "cloud-config"
+	}
+	return backend.BootstrapData{Value: value, Format: format}, nil
+}
+
+func setCondition(mm *v1alpha1.MonolithMachine, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(mm, metav1.Condition{
+		Type: v1alpha1.BootstrapExecSucceededCondition, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: mm.Generation,
+	})
+}

@@ -1,0 +1,148 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
+	"github.com/capi-monolith/capi-monolith/infra/internal/clusters"
+)
+
+const (
+	// provisioningRecheck is how often a node still being created is
+	// looked at again.
+	provisioningRecheck = 2 * time.Second
+)
+
+// ownerNotHandledReason says that no enabled module answers for the kind of
+// the machine's owner (a pool instance while the machinepool module is off).
+const ownerNotHandledReason = "OwnerNotHandled"
+
+// ReconcileNormal drives the machine to a provisioned, bootstrapped node.
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
+	mm := s.Object
+	r.removeLegacyFinalizers(mm)
+	owner := r.owners.of(mm)
+	if owner == nil {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, ownerNotHandledReason,
+			"No enabled module handles the owner of this machine (a MachinePool instance needs the machinepool module)")
+		return ctrl.Result{}, nil
+	}
+	facts, err := owner.Get(ctx, mm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !facts.Found {
+		ctrl.LoggerFrom(ctx).Info("Waiting for the owning " + owner.Kind())
+		if facts.WaitingReason != "" {
+			setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, facts.WaitingReason, "")
+		}
+		return ctrl.Result{}, nil
+	}
+	if !ptr.Deref(s.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterInfrastructureReason, "")
+		return ctrl.Result{}, nil
+	}
+	if facts.BootstrapDataSecret == nil {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.WaitingForBootstrapDataReason, "")
+		return ctrl.Result{}, nil
+	}
+	mc, err := clusters.MonolithClusterOf(ctx, r.Client, s.Cluster)
+	if err != nil || mc == nil {
+		return ctrl.Result{}, err
+	}
+	b, err := r.Backends.ForMachine(mm.Spec.Backend)
+	if err != nil {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+		return ctrl.Result{}, err
+	}
+	static, ready, err := r.reconcileClaims(ctx, mm, s.Cluster)
+	if err != nil || !ready {
+		return ctrl.Result{}, err
+	}
+	ref := machineRef(mm)
+	node, err := b.EnsureNode(ctx, backend.NodeSpec{
+		Machine:         ref,
+		Cluster:         mc.Spec.Backend,
+		Backend:         mm.Spec.Backend,
+		ControlPlane:    facts.ControlPlane,
+		Version:         facts.Version,
+		FailureDomain:   mm.Spec.FailureDomain,
+		StaticAddresses: static,
+	})
+	if err != nil {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+		return ctrl.Result{}, fmt.Errorf("failed to provision the node: %w", err)
+	}
+	if !node.Provisioned {
+		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.RunningReason, "Waiting for the node to be created")
+		return ctrl.Result{RequeueAfter: provisioningRecheck}, nil
+	}
+	// Reported as soon as the node exists, as for a real VM: bootstrap
+	// follows, and Cluster API waits for the Node for the rest.
+	mm.Spec.ProviderID = node.ProviderID
+	mm.Status.Addresses = node.Addresses
+	mm.Status.Initialization.Provisioned = ptr.To(true)
+	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
+	res, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
+		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *facts.BootstrapDataSecret,
+	})
+	if err != nil || !conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
+		return res, err
+	}
+	return r.reconcileWorkloadNode(ctx, mm, s.Cluster)
+}
+
+// removeLegacyFinalizers drops the finalizers earlier releases' second
+// MonolithMachine controller (machinepool's instances) set: this controller
+// does that work now, under its own finalizer.
+func (r *Reconciler) removeLegacyFinalizers(mm *v1alpha1.MonolithMachine) {
+	for _, f := range r.owners.legacyFinalizers() {
+		controllerutil.RemoveFinalizer(mm, f)
+	}
+}
+
+// ReconcileDelete cancels the bootstrap, deletes the node and releases the
+// machine's addresses.
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
+	mm := s.Object
+	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.DeletingReason, "")
+	r.Tasks.Forget(string(mm.UID))
+	b, err := r.Backends.ForMachine(mm.Spec.Backend)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleting the node")
+	if err := b.DeleteNode(ctx, machineRef(mm)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to delete the node: %w", err)
+	}
+	// Only once the node is gone may its addresses go back to the pools.
+	if err := r.releaseClaims(ctx, mm); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.removeLegacyFinalizers(mm)
+	return ctrl.Result{}, nil
+}
+
+func machineRef(mm *v1alpha1.MonolithMachine) backend.MachineRef {
+	return backend.MachineRef{
+		Cluster: backend.ClusterRef{Namespace: mm.Namespace, Name: mm.Labels[clusterv1.ClusterNameLabel]},
+		Name:    mm.Name,
+	}
+}
+
+func setCondition(mm *v1alpha1.MonolithMachine, t string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(mm, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: mm.Generation})
+}

@@ -1,0 +1,72 @@
+package architecture_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/capi-monolith/capi-monolith/test/architecture"
+)
+
+// The project's own import graph has no arrow the house rules do not allow.
+func TestTheImportGraphKeepsTheHouseRules(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := architecture.Load("../..")
+	g.Expect(err).NotTo(HaveOccurred())
+	// The graph is the real one: the seam arrow the rules allow is in it.
+	g.Expect(graph).To(HaveKeyWithValue("machinepool", ContainElement("infra/machines")))
+	g.Expect(graph).To(HaveKey("infra/internal/reconcilers/machine"))
+	g.Expect(architecture.Check(graph, architecture.HouseRules)).To(BeEmpty())
+}
+
+// Check fails on each kind of forbidden arrow, shown on a synthetic graph.
+func TestCheckReportsForbiddenImports(t *testing.T) {
+	graph := architecture.Graph{
+		"main":                                  {"infra", "machinepool", "ipam", "runtimeext", "manager"},
+		"machinepool":                           {"infra/machines", "infra/api/v1alpha1", "machinepool/internal/instances"},
+		"machinepool/internal/reconcilers/pool": {"infra/api/v1alpha1", "infra/machines", "contracts/reconcile"},
+		"runtimeext/handlers/lifecycle":         {"ipam/api/v1alpha1"},
+		"test/managertest":                      {"infra", "ipam"},
+		"dev":                                   {"runtimeext", "manager"},
+		"infra/internal/reconcilers/machine":    {"contracts/reconcile", "infra/api/v1alpha1"},
+		"ipam/internal/something":               {"ipam/api/v1alpha1"},
+		"contracts/reconcile":                   {},
+	}
+	tests := []struct {
+		name       string
+		from, to   string
+		violations []string
+	}{
+		{name: "the allowed graph passes"},
+		{name: "a module importing another module's internals", from: "machinepool/internal/reconcilers/pool", to: "infra/internal/backend",
+			violations: []string{"machinepool/internal/reconcilers/pool imports infra/internal/backend"}},
+		{name: "a module importing another module's root", from: "machinepool", to: "infra",
+			violations: []string{"machinepool imports infra"}},
+		{name: "infra importing machinepool's api (no arrow that way)", from: "infra/internal/reconcilers/machine", to: "machinepool/api/v1alpha1",
+			violations: []string{"infra/internal/reconcilers/machine imports machinepool/api/v1alpha1"}},
+		{name: "runtimeext importing a seam it was not given", from: "runtimeext/handlers/lifecycle", to: "infra/machines",
+			violations: []string{"runtimeext/handlers/lifecycle imports infra/machines"}},
+		{name: "a shared area importing a module", from: "contracts/reconcile", to: "infra/api/v1alpha1",
+			violations: []string{"contracts/reconcile imports infra/api/v1alpha1"}},
+		{name: "dev importing a module beyond its arrow", from: "dev", to: "ipam",
+			violations: []string{"dev imports ipam"}},
+		{name: "the binary and test/ wire modules freely", from: "test/managertest", to: "machinepool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			gr := architecture.Graph{}
+			for k, v := range graph {
+				gr[k] = append([]string(nil), v...)
+			}
+			if tt.from != "" {
+				gr[tt.from] = append(gr[tt.from], tt.to)
+			}
+			var got []string
+			for _, v := range architecture.Check(gr, architecture.HouseRules) {
+				got = append(got, v.String())
+			}
+			g.Expect(got).To(Equal(tt.violations))
+		})
+	}
+}
