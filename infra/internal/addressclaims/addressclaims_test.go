@@ -18,8 +18,8 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
 )
 
 func machine(uid string) *v1alpha1.MonolithMachine {
