@@ -28,8 +28,9 @@ type Handlers struct {
 	Recorder *record.Recorder
 }
 
-// CanUpdateMachine covers version and inmemory backend changes of inmemory
-// machines.
+// CanUpdateMachine covers version changes of inmemory machines and changes
+// of the spec fields infrav1.InPlaceMachineSpecFields lists (the inmemory
+// backend's delays), the fields the MonolithMachine webhook lets change.
 func (h *Handlers) CanUpdateMachine(_ context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call("CanUpdateMachine", nil, resp, start) }()
@@ -48,8 +49,14 @@ func (h *Handlers) CanUpdateMachine(_ context.Context, req *runtimehooksv1.CanUp
 		resp.SetMessage("only inmemory machines are updated in place; docker nodes are replaced")
 		return
 	}
-	if !equality.Semantic.DeepEqual(cur.Spec.Backend.InMemory, des.Spec.Backend.InMemory) {
-		resp.InfrastructureMachinePatch = mergePatch(map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": des.Spec.Backend.InMemory}}})
+	// Exactly the fields the infra webhook lets change: one list for both.
+	changes, err := infrav1.InPlaceMachineSpecChanges(&cur.Spec, &des.Spec)
+	if err != nil {
+		resp.SetMessage(err.Error())
+		return
+	}
+	if changes != nil {
+		resp.InfrastructureMachinePatch = mergePatch(map[string]any{"spec": changes})
 	}
 	if req.Current.Machine.Spec.Version != req.Desired.Machine.Spec.Version {
 		resp.MachinePatch = mergePatch(map[string]any{"spec": map[string]any{"version": req.Desired.Machine.Spec.Version}})
