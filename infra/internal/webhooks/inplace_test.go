@@ -79,7 +79,7 @@ func TestInPlaceUpdateBySSA(t *testing.T) {
 	g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(cur), got)).To(Succeed())
 	g.Expect(got.Spec.Backend.InMemory.ProvisioningDelay.Duration).To(Equal(3 * time.Second))
 	g.Expect(got.Spec.Backend.InMemory.BootstrapDelay.Duration).To(Equal(time.Second))
-	g.Expect(got.Spec.ProviderID).To(Equal("inmemory://" + ns + "/m"), "the apply leaves fields it does not name")
+	g.Expect(got.Spec.ProviderID).To(Equal("inmemory://"+ns+"/m"), "the apply leaves fields it does not name")
 	g.Expect(got.Spec.FailureDomain).To(Equal("fd-a"))
 
 	// Outside the list, the same apply is refused.
