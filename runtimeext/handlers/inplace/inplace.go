@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -84,8 +83,13 @@ func (h *Handlers) CanUpdateMachineSet(_ context.Context, req *runtimehooksv1.Ca
 		resp.SetMessage("only inmemory machines are updated in place; docker nodes are replaced")
 		return
 	}
-	if !equality.Semantic.DeepEqual(cb, db) {
-		resp.InfrastructureMachineTemplatePatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": db}}}}})
+	changes, err := infrav1.InPlaceMachineSpecChanges(&cur.Spec.Template.Spec, &des.Spec.Template.Spec)
+	if err != nil {
+		resp.SetMessage(err.Error())
+		return
+	}
+	if changes != nil {
+		resp.InfrastructureMachineTemplatePatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": changes}}})
 	}
 	if cv, dv := req.Current.MachineSet.Spec.Template.Spec.Version, req.Desired.MachineSet.Spec.Template.Spec.Version; cv != dv {
 		resp.MachineSetPatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"version": dv}}}})
