@@ -27,6 +27,7 @@ var contractPaths = map[string][][]string{
 	"MonolithMachine": {
 		{"spec", "providerID"},
 		{"spec", "failureDomain"},
+		{"status", "failureDomain"},
 		{"status", "initialization", "provisioned"},
 		{"status", "addresses", "type"},
 		{"status", "addresses", "address"},

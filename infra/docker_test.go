@@ -75,6 +75,8 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name
 	network := "capim-" + n
+	// The machine's failure domain names a network of its own.
+	fdNetwork := network + "-fd-a"
 	// Registered before the manager starts, so that it runs after the
 	// manager stopped (cleanups run last-in, first-out): a running manager
 	// would make the load balancer again.
@@ -98,7 +100,9 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	mc := &infrav1.MonolithCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
 		Spec: infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{Docker: &infrav1.DockerClusterBackend{
-			Network: network, LoadBalancerImage: testLBImage}}},
+			Network: network, LoadBalancerImage: testLBImage}},
+			FailureDomains: []clusterv1.FailureDomain{{Name: "fd-a", ControlPlane: ptr.To(true),
+				Attributes: map[string]string{infrav1.FailureDomainNetworkAttribute: fdNetwork}}}},
 	}
 	mc.OwnerReferences = ownedBy(cluster, "Cluster")
 	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
@@ -135,7 +139,7 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 		Data: map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")}})).To(Succeed())
 	machine := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
-		Spec: clusterv1.MachineSpec{ClusterName: "c", Version: "v1.36.3",
+		Spec: clusterv1.MachineSpec{ClusterName: "c", Version: "v1.36.3", FailureDomain: "fd-a",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("boot")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithMachine", Name: "m"}},
 	}
@@ -159,6 +163,14 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 		g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeTrue())
 	}, 3*timeout).Should(Succeed())
 	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(2), "one load balancer, one node")
+	// Placed in the Machine's failure domain: labelled, on the domain's
+	// network too, and reported.
+	g.Expect(mm.Status.FailureDomain).To(Equal("fd-a"))
+	nodeContainer, err := dc.ContainerInspect(ctx, strings.TrimPrefix(mm.Spec.ProviderID, "docker:////"), client.ContainerInspectOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodeContainer.Container.Config.Labels).To(HaveKeyWithValue(docker.LabelFailureDomain, "fd-a"))
+	g.Expect(nodeContainer.Container.NetworkSettings.Networks).To(HaveKey(fdNetwork))
+	g.Expect(nodeContainer.Container.NetworkSettings.Networks).To(HaveKey(network))
 
 	// A node whose machine is gone (a manager killed at the wrong moment,
 	// a finalizer removed by hand) is deleted by the next cluster
@@ -214,6 +226,8 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	g.Expect(containersOf(g, dc, n, "c")).To(BeEmpty())
 	_, err = dc.NetworkInspect(ctx, network, client.NetworkInspectOptions{})
 	g.Expect(err).To(HaveOccurred(), "the network the backend made is removed with the cluster")
+	_, err = dc.NetworkInspect(ctx, fdNetwork, client.NetworkInspectOptions{})
+	g.Expect(err).To(HaveOccurred(), "so is the failure domain's")
 }
 
 func hostnameOf(mm *infrav1.MonolithMachine) string {

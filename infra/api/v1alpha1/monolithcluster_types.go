@@ -6,6 +6,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
+// FailureDomainNetworkAttribute is the attribute of a failure domain (in
+// spec.failureDomains[].attributes) that names a Docker network: the docker
+// nodes placed in that domain join it, besides the cluster's network. It is
+// created when missing, and removed with the cluster when it made it.
+const FailureDomainNetworkAttribute = "network"
+
 // MonolithClusterSpec is the desired state of a MonolithCluster.
 type MonolithClusterSpec struct {
 	// controlPlaneEndpoint is where the workload cluster's API server is
@@ -18,7 +24,11 @@ type MonolithClusterSpec struct {
 	Backend ClusterBackend `json:"backend"`
 
 	// failureDomains offered to the cluster's machines; reported in
-	// status.failureDomains.
+	// status.failureDomains. A machine's node is placed in the domain its
+	// Machine names: the docker backend labels the node container
+	// capi-monolith.dev/failure-domain and, when the domain has a "network"
+	// attribute, attaches it to that Docker network too; the inMemory
+	// backend records the domain as the node's zone.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100

@@ -15,8 +15,9 @@ type MonolithMachineSpec struct {
 	// +optional
 	ProviderID string `json:"providerID,omitempty"`
 
-	// failureDomain the machine is placed in; Cluster API copies the
-	// Machine's into it.
+	// failureDomain the machine is placed in when its Machine names none:
+	// Cluster API v1.14 sets the Machine's spec.failureDomain, not this
+	// field, and the Machine's wins; MachinePool instances get theirs here.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	FailureDomain string `json:"failureDomain,omitempty"`
@@ -72,6 +73,15 @@ type MonolithMachineStatus struct {
 	// initialization reports when the node is provisioned.
 	// +optional
 	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+
+	// failureDomain the node is placed in: the owning Machine's
+	// spec.failureDomain (a MachinePool instance's own spec.failureDomain)
+	// as the backend recorded it. Cluster API copies it to the Machine's
+	// status.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	FailureDomain string `json:"failureDomain,omitempty"`
 
 	// addresses of the node.
 	// +listType=atomic

@@ -66,8 +66,13 @@ type NodeSpec struct {
 	ControlPlane bool
 	// Version is the Kubernetes version of the Machine, e.g. v1.36.3.
 	Version string
-	// FailureDomain the node is placed in, if any.
+	// FailureDomain the node is placed in, if any: the Machine's
+	// spec.failureDomain.
 	FailureDomain string
+	// FailureDomainAttributes are the attributes the MonolithCluster gives
+	// that failure domain (nil when it lists none of that name); the docker
+	// backend reads v1alpha1.FailureDomainNetworkAttribute from them.
+	FailureDomainAttributes map[string]string
 	// StaticAddresses came from IP pools; the node uses them, in order.
 	StaticAddresses []StaticAddress
 }
@@ -80,6 +85,10 @@ type Node struct {
 	Addresses []clusterv1.MachineAddress
 	// Provisioned is false while the node is still being created.
 	Provisioned bool
+	// FailureDomain the node was placed in, as the backend recorded it when
+	// it made the node ("" for none): a node never moves, so this is the
+	// domain of its creation even if the spec names another one later.
+	FailureDomain string
 }
 
 // BootstrapData is the bootstrap provider's output for a machine.

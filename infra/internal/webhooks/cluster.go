@@ -155,7 +155,8 @@ func nodeCIDRProblem(cidr string) string {
 	return ""
 }
 
-// validateFailureDomains reports empty and repeated names. The CRD's list
+// validateFailureDomains reports empty and repeated names, and a network
+// attribute that is no Docker network name. The CRD's list
 // map says the same, for servers where the schema was not applied and for
 // direct callers.
 func validateFailureDomains(fds []clusterv1.FailureDomain, path *field.Path) field.ErrorList {
@@ -170,6 +171,10 @@ func validateFailureDomains(fds []clusterv1.FailureDomain, path *field.Path) fie
 			errs = append(errs, field.Duplicate(p, fd.Name))
 		}
 		seen[fd.Name] = true
+		if n, ok := fd.Attributes[v1alpha1.FailureDomainNetworkAttribute]; ok && !dockerNetworkName.MatchString(n) {
+			errs = append(errs, field.Invalid(path.Index(i).Child("attributes").Key(v1alpha1.FailureDomainNetworkAttribute), n,
+				"must be a Docker network name: a letter or digit, then letters, digits, '_', '.' or '-'"))
+		}
 	}
 	return errs
 }

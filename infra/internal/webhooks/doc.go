@@ -14,7 +14,9 @@
 // from its cluster's; and the updates Cluster API does not expect. A
 // MonolithCluster keeps its backend kind and, once set, its control plane
 // endpoint. A MonolithMachine keeps its spec, except that providerID and
-// failureDomain may each be set once. Templates keep their spec, except
+// failureDomain may each be set once and the fields that change in place
+// (v1alpha1.InPlaceMachineSpecFields, the ones the runtime extension's
+// CanUpdateMachine patches) may change, between valid values. Templates keep their spec, except
 // under the server-side-apply dry-runs of Cluster API's topology controller
 // (marked by the topology.cluster.x-k8s.io/dry-run annotation), which
 // compute diffs and persist nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -166,8 +167,10 @@ func (v *Validator) checkClusterBackend(ctx context.Context, m *v1alpha1.Monolit
 
 // validateMachineUpdate keeps a machine's spec, as Cluster API expects of
 // infrastructure machines (a change is a new Machine), except for the two
-// fields filled in after creation: providerID and failureDomain, each set
-// once from empty.
+// fields filled in after creation, providerID and failureDomain, each set
+// once from empty, and for the fields that change in place
+// (v1alpha1.InPlaceMachineSpecFields, what the runtime extension's
+// CanUpdateMachine promises Cluster API), validated like a new spec's.
 func validateMachineUpdate(oldSpec, spec *v1alpha1.MonolithMachineSpec) field.ErrorList {
 	var errs field.ErrorList
 	setOnce := func(name, old, cur string) {
@@ -179,7 +182,11 @@ func validateMachineUpdate(oldSpec, spec *v1alpha1.MonolithMachineSpec) field.Er
 	setOnce("failureDomain", oldSpec.FailureDomain, spec.FailureDomain)
 
 	if !equality.Semantic.DeepEqual(oldSpec.Backend, spec.Backend) {
-		errs = append(errs, field.Forbidden(specPath.Child("backend"), machineImmutable))
+		if keepsBackendOutsideInPlaceFields(oldSpec, spec) {
+			errs = append(errs, validateMachineSpec(spec, specPath)...)
+		} else {
+			errs = append(errs, field.Forbidden(specPath.Child("backend"), machineImmutable))
+		}
 	}
 	if !equality.Semantic.DeepEqual(oldSpec.AddressesFromPools, spec.AddressesFromPools) {
 		errs = append(errs, field.Forbidden(specPath.Child("addressesFromPools"), machineImmutable))
@@ -196,8 +203,35 @@ func validateMachineUpdate(oldSpec, spec *v1alpha1.MonolithMachineSpec) field.Er
 	return errs
 }
 
-const machineImmutable = "is immutable: a MonolithMachine keeps its spec (except providerID and failureDomain, set once); " +
-	"change the template and let Cluster API replace the machine"
+// keepsBackendOutsideInPlaceFields reports whether the two specs' backends
+// differ only in fields that change in place. A spec that does not convert
+// (it always does) keeps nothing: the change is refused.
+func keepsBackendOutsideInPlaceFields(oldSpec, spec *v1alpha1.MonolithMachineSpec) bool {
+	backendOnly := func(s *v1alpha1.MonolithMachineSpec) (map[string]any, error) {
+		return v1alpha1.MachineSpecWithoutInPlaceFields(&v1alpha1.MonolithMachineSpec{Backend: s.Backend})
+	}
+	o, err := backendOnly(oldSpec)
+	if err != nil {
+		return false
+	}
+	n, err := backendOnly(spec)
+	if err != nil {
+		return false
+	}
+	return equality.Semantic.DeepEqual(o, n)
+}
+
+var machineImmutable = "is immutable: a MonolithMachine keeps its spec (except providerID and failureDomain, set once, " +
+	"and " + inPlaceFieldNames() + ", updated in place); change the template and let Cluster API replace the machine"
+
+// inPlaceFieldNames names the fields of v1alpha1.InPlaceMachineSpecFields.
+func inPlaceFieldNames() string {
+	names := make([]string, 0, len(v1alpha1.InPlaceMachineSpecFields))
+	for _, p := range v1alpha1.InPlaceMachineSpecFields {
+		names = append(names, specPath.Child(p[0], p[1:]...).String())
+	}
+	return strings.Join(names, ", ")
+}
 
 // validateMachineTemplateUpdate keeps the template's spec, except in the
 // topology controller's dry-runs.

@@ -169,6 +169,17 @@ func TestChecksTheSchemaAlsoMakes(t *testing.T) {
 			},
 		},
 		{
+			name: "a failure domain network that is no Docker network name is rejected",
+			obj: cluster("ns", "c", v1alpha1.MonolithClusterSpec{
+				Backend: dockerBackend(),
+				FailureDomains: []clusterv1.FailureDomain{
+					{Name: "a", Attributes: map[string]string{v1alpha1.FailureDomainNetworkAttribute: "net-a"}},
+					{Name: "b", Attributes: map[string]string{v1alpha1.FailureDomainNetworkAttribute: "-x y"}},
+				},
+			}),
+			wantErr: []string{`spec.failureDomains[1].attributes[network]: Invalid value: "-x y": must be a Docker network name`},
+		},
+		{
 			name: "out-of-range ports are rejected",
 			obj: cluster("ns", "c", v1alpha1.MonolithClusterSpec{
 				Backend:              v1alpha1.ClusterBackend{Docker: &v1alpha1.DockerClusterBackend{LoadBalancerHostPort: 70000}},

@@ -518,7 +518,7 @@ func TestClusterUpdate(t *testing.T) {
 }
 
 func TestMachineUpdate(t *testing.T) {
-	const immutable = "is immutable: a MonolithMachine keeps its spec (except providerID and failureDomain, set once)"
+	const immutable = "is immutable: a MonolithMachine keeps its spec (except providerID and failureDomain, set once, and spec.backend.inMemory, updated in place)"
 	tests := []struct {
 		name    string
 		spec    v1alpha1.MonolithMachineSpec
@@ -576,9 +576,20 @@ func TestMachineUpdate(t *testing.T) {
 			wantErr: []string{byMachineWebhook, "spec.backend: Forbidden: " + immutable},
 		},
 		{
-			name:    "changing a backend setting is rejected",
+			name:   "changing an inMemory setting is accepted: it changes in place",
+			spec:   v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend(), ProviderID: "inmemory://ns/m"},
+			mutate: func(m *v1alpha1.MonolithMachine) { m.Spec.Backend.InMemory.BootstrapDelay = duration(time.Second) },
+		},
+		{
+			name:    "an invalid inMemory setting is rejected",
 			spec:    v1alpha1.MonolithMachineSpec{Backend: inMemoryMachineBackend()},
-			mutate:  func(m *v1alpha1.MonolithMachine) { m.Spec.Backend.InMemory.BootstrapDelay = duration(time.Second) },
+			mutate:  func(m *v1alpha1.MonolithMachine) { m.Spec.Backend.InMemory.BootstrapDelay = duration(-time.Second) },
+			wantErr: []string{byMachineWebhook, "spec.backend.inMemory.bootstrapDelay: Invalid value"},
+		},
+		{
+			name:    "changing a docker setting is rejected",
+			spec:    v1alpha1.MonolithMachineSpec{Backend: dockerMachineBackend()},
+			mutate:  func(m *v1alpha1.MonolithMachine) { m.Spec.Backend.Docker.Image = "kindest/node:v1.36.3" },
 			wantErr: []string{"spec.backend: Forbidden: " + immutable},
 		},
 		{

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -28,8 +27,9 @@ type Handlers struct {
 	Recorder *record.Recorder
 }
 
-// CanUpdateMachine covers version and inmemory backend changes of inmemory
-// machines.
+// CanUpdateMachine covers version changes of inmemory machines and changes
+// of the spec fields infrav1.InPlaceMachineSpecFields lists (the inmemory
+// backend's delays), the fields the MonolithMachine webhook lets change.
 func (h *Handlers) CanUpdateMachine(_ context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call("CanUpdateMachine", nil, resp, start) }()
@@ -48,8 +48,14 @@ func (h *Handlers) CanUpdateMachine(_ context.Context, req *runtimehooksv1.CanUp
 		resp.SetMessage("only inmemory machines are updated in place; docker nodes are replaced")
 		return
 	}
-	if !equality.Semantic.DeepEqual(cur.Spec.Backend.InMemory, des.Spec.Backend.InMemory) {
-		resp.InfrastructureMachinePatch = mergePatch(map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": des.Spec.Backend.InMemory}}})
+	// Exactly the fields the infra webhook lets change: one list for both.
+	changes, err := infrav1.InPlaceMachineSpecChanges(&cur.Spec, &des.Spec)
+	if err != nil {
+		resp.SetMessage(err.Error())
+		return
+	}
+	if changes != nil {
+		resp.InfrastructureMachinePatch = mergePatch(map[string]any{"spec": changes})
 	}
 	if req.Current.Machine.Spec.Version != req.Desired.Machine.Spec.Version {
 		resp.MachinePatch = mergePatch(map[string]any{"spec": map[string]any{"version": req.Desired.Machine.Spec.Version}})
@@ -77,8 +83,13 @@ func (h *Handlers) CanUpdateMachineSet(_ context.Context, req *runtimehooksv1.Ca
 		resp.SetMessage("only inmemory machines are updated in place; docker nodes are replaced")
 		return
 	}
-	if !equality.Semantic.DeepEqual(cb, db) {
-		resp.InfrastructureMachineTemplatePatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": db}}}}})
+	changes, err := infrav1.InPlaceMachineSpecChanges(&cur.Spec.Template.Spec, &des.Spec.Template.Spec)
+	if err != nil {
+		resp.SetMessage(err.Error())
+		return
+	}
+	if changes != nil {
+		resp.InfrastructureMachineTemplatePatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": changes}}})
 	}
 	if cv, dv := req.Current.MachineSet.Spec.Template.Spec.Version, req.Desired.MachineSet.Spec.Template.Spec.Version; cv != dv {
 		resp.MachineSetPatch = mergePatch(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"version": dv}}}})

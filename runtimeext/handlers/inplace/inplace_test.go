@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -93,4 +94,45 @@ func TestUpdateMachineCompletesInMemoryMachinesAndRefusesDocker(t *testing.T) {
 	h.UpdateMachine(context.Background(), req, resp)
 	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
 	g.Expect(resp.Message).To(Equal("only inmemory machines are updated in place; docker nodes are replaced"))
+}
+
+// Only the fields the infra webhook lets change are patched: a change of
+// any other field is left out, so Cluster API sees the patch fall short of
+// the desired machine and rolls it out instead.
+func TestCanUpdateMachinePatchesOnlyTheInPlaceFields(t *testing.T) {
+	g := NewWithT(t)
+	h := &inplace.Handlers{}
+	req := &runtimehooksv1.CanUpdateMachineRequest{}
+	req.Current.InfrastructureMachine = machine(inMemory(time.Second))
+	group := "ipam.cluster.x-k8s.io"
+	des := &infrav1.MonolithMachine{Spec: infrav1.MonolithMachineSpec{Backend: inMemory(time.Second),
+		AddressesFromPools: []corev1.TypedLocalObjectReference{{APIGroup: &group, Kind: "MonolithIPPool", Name: "p"}}}}
+	des.SetGroupVersionKind(infrav1.GroupVersion.WithKind("MonolithMachine"))
+	raw, err := json.Marshal(des)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Desired.InfrastructureMachine = runtime.RawExtension{Raw: raw}
+	resp := &runtimehooksv1.CanUpdateMachineResponse{}
+	h.CanUpdateMachine(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(resp.InfrastructureMachinePatch.IsDefined()).To(BeFalse())
+	g.Expect(infrav1.InPlaceMachineSpecFields).To(Equal([][]string{{"backend", "inMemory"}}),
+		"the docs and the webhook message name these fields")
+}
+
+func TestCanUpdateMachineSetPatchesTheTemplatesInPlaceFields(t *testing.T) {
+	g := NewWithT(t)
+	tmpl := func(b infrav1.MachineBackend) runtime.RawExtension {
+		m := &infrav1.MonolithMachineTemplate{}
+		m.SetGroupVersionKind(infrav1.GroupVersion.WithKind("MonolithMachineTemplate"))
+		m.Spec.Template.Spec.Backend = b
+		raw, _ := json.Marshal(m)
+		return runtime.RawExtension{Raw: raw}
+	}
+	req := &runtimehooksv1.CanUpdateMachineSetRequest{}
+	req.Current.InfrastructureMachineTemplate = tmpl(inMemory(time.Second))
+	req.Desired.InfrastructureMachineTemplate = tmpl(inMemory(3 * time.Second))
+	resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+	(&inplace.Handlers{}).CanUpdateMachineSet(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+	g.Expect(string(resp.InfrastructureMachineTemplatePatch.Patch)).To(Equal(`{"spec":{"template":{"spec":{"backend":{"inMemory":{"provisioningDelay":"3s"}}}}}}`))
 }

@@ -32,6 +32,9 @@ const (
 	LabelMachine = "capi-monolith.dev/machine"
 	// LabelRole is RoleControlPlane, RoleWorker or RoleLoadBalancer.
 	LabelRole = "capi-monolith.dev/role"
+	// LabelFailureDomain is the failure domain a node container was placed
+	// in (absent for none).
+	LabelFailureDomain = "capi-monolith.dev/failure-domain"
 	// LabelNetwork is the Docker network a container was created on.
 	LabelNetwork = "capi-monolith.dev/network"
 	// LabelCreatedBy marks networks the backend created (value

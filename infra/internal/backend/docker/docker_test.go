@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
@@ -463,6 +464,54 @@ func TestARestartedManagerAdoptsTheContainersItFinds(t *testing.T) {
 	g.Expect(env.nodeContainer(g, ctx, "cp").ID).To(Equal(cp.ID))
 	cfg := env.sh(g, ctx, lb.ID, "cat "+HAProxyConfigPath)
 	g.Expect(strings.Count(cfg, "  server ")).To(Equal(1))
+}
+
+func TestEnsureNodePlacesTheNodeInItsFailureDomain(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := testContext(t)
+	defer cancel()
+	b := newTestBackend(t)
+	env := newTestEnv(t, b)
+	_, err := b.ReconcileCluster(ctx, env.clusterSpec())
+	g.Expect(err).NotTo(HaveOccurred())
+	fdNetwork := env.network + "-fd-b"
+
+	// A domain without a network: a label only.
+	a := env.nodeSpec("in-a", false)
+	a.FailureDomain = "fd-a"
+	node, err := b.EnsureNode(ctx, a)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node.FailureDomain).To(Equal("fd-a"))
+	c := env.nodeContainer(g, ctx, "in-a")
+	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelFailureDomain, "fd-a"))
+	g.Expect(c.NetworkSettings.Networks).To(HaveLen(1))
+
+	// A domain with a network: the label and that network too; the
+	// cluster's network still carries the node's address.
+	bSpec := env.nodeSpec("in-b", false)
+	bSpec.FailureDomain = "fd-b"
+	bSpec.FailureDomainAttributes = map[string]string{v1alpha1.FailureDomainNetworkAttribute: fdNetwork}
+	node, err = b.EnsureNode(ctx, bSpec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node.FailureDomain).To(Equal("fd-b"))
+	c = env.nodeContainer(g, ctx, "in-b")
+	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelFailureDomain, "fd-b"))
+	g.Expect(c.NetworkSettings.Networks).To(HaveKey(fdNetwork))
+	g.Expect(addressOn(c, fdNetwork).IsValid()).To(BeTrue())
+	g.Expect(node.Addresses).To(ContainElement(HaveField("Address", addressOn(c, env.network).String())))
+
+	// No domain: no label.
+	none, err := b.EnsureNode(ctx, env.nodeSpec("nowhere", false))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(none.FailureDomain).To(BeEmpty())
+	g.Expect(env.nodeContainer(g, ctx, "nowhere").Config.Labels).NotTo(HaveKey(LabelFailureDomain))
+
+	// The domain's network, made for the cluster, goes with it.
+	g.Expect(b.DeleteCluster(ctx, env.cluster)).To(Succeed())
+	_, found, err := b.findNetwork(ctx, fdNetwork)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeFalse())
 }
 
 // A reserved network (here host: nodes in the host's network namespace, the

@@ -12,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
@@ -77,9 +78,12 @@ func (b *Backend) ensureNode(ctx context.Context, spec backend.NodeSpec) (backen
 	}
 	if !found {
 		c, err = b.createNode(ctx, spec)
-		if err != nil {
-			return backend.Node{}, err
-		}
+	} else {
+		// A node created by a call that failed before connecting it.
+		c, err = b.ensureFailureDomainNetwork(ctx, c, spec)
+	}
+	if err != nil {
+		return backend.Node{}, err
 	}
 	c, err = b.ensureRunning(ctx, c)
 	if err != nil {
@@ -109,6 +113,9 @@ func nodeFrom(c container.InspectResponse) backend.Node {
 		)
 	}
 	node.Provisioned = c.State != nil && c.State.Running && addr.IsValid()
+	if c.Config != nil {
+		node.FailureDomain = c.Config.Labels[LabelFailureDomain]
+	}
 	return node
 }
 
@@ -145,6 +152,9 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 	if v4.IsValid() || v6.IsValid() {
 		endpoint.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: v4, IPv6Address: v6}
 	}
+	if spec.FailureDomain != "" {
+		labels[LabelFailureDomain] = spec.FailureDomain
+	}
 	opts := func(name string) client.ContainerCreateOptions {
 		return client.ContainerCreateOptions{
 			Name: name,
@@ -177,13 +187,16 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 	}
 
 	names := []string{containerName(nodeName(m)...), hashedName(nodeName(m)...)}
-	ctrl.LoggerFrom(ctx).Info("Creating node container", "container", names[0], "image", image, "network", n.Name)
+	ctrl.LoggerFrom(ctx).Info("Creating node container", "container", names[0], "image", image, "network", n.Name, "failureDomain", spec.FailureDomain)
 	id, err := b.createOrAdopt(ctx, names, opts, func(l map[string]string) bool { return hasLabels(l, nodeLabels(m)) })
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("failed to create node container %s: %w", names[0], err)
 	}
 	c, err := b.inspect(ctx, id)
 	if err != nil {
+		return c, err
+	}
+	if c, err = b.ensureFailureDomainNetwork(ctx, c, spec); err != nil {
 		return c, err
 	}
 	c, err = b.ensureRunning(ctx, c)
@@ -196,6 +209,34 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 		return c, fmt.Errorf("machine %s/%s has static addresses but Docker network %s has no user-configured subnet (create it with --subnet): %w", m.Cluster.Namespace, m.Name, n.Name, err)
 	}
 	return c, err
+}
+
+// ensureFailureDomainNetwork connects the node container c to the Docker
+// network its failure domain names (v1alpha1.FailureDomainNetworkAttribute),
+// in addition to the cluster's, creating the network when missing; the load
+// balancer and static addresses stay on the cluster's network. It connects
+// after creation rather than in the create call: Engines before API 1.44
+// take one network there. Only the domain the container was created in
+// counts (its label): a node never moves.
+func (b *Backend) ensureFailureDomainNetwork(ctx context.Context, c container.InspectResponse, spec backend.NodeSpec) (container.InspectResponse, error) {
+	name := spec.FailureDomainAttributes[v1alpha1.FailureDomainNetworkAttribute]
+	if name == "" || spec.FailureDomain == "" || c.Config == nil || c.Config.Labels[LabelFailureDomain] != spec.FailureDomain {
+		return c, nil
+	}
+	if c.NetworkSettings != nil {
+		if _, ok := c.NetworkSettings.Networks[name]; ok {
+			return c, nil
+		}
+	}
+	n, err := b.ensureNetwork(ctx, name, spec.Machine.Cluster)
+	if err != nil {
+		return c, fmt.Errorf("failed to get network %s of failure domain %s: %w", name, spec.FailureDomain, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Connecting node container to the failure domain's network", "container", containerNameOf(c), "network", n.Name, "failureDomain", spec.FailureDomain)
+	if _, err := b.client.NetworkConnect(ctx, n.ID, client.NetworkConnectOptions{Container: c.ID}); err != nil {
+		return c, fmt.Errorf("failed to connect node container %s to network %s of failure domain %s: %w", containerNameOf(c), n.Name, spec.FailureDomain, err)
+	}
+	return b.inspect(ctx, c.ID)
 }
 
 // DeleteNode removes the machine's node container, if any, and takes a

@@ -46,6 +46,10 @@ type Backend struct {
 	created map[backend.MachineRef]time.Time
 	// bootstrapDelays are the nodes' simulated bootstrap durations.
 	bootstrapDelays map[backend.MachineRef]time.Duration
+	// zones are the failure domains the nodes were placed in when first
+	// asked for; a node keeps its zone (a restart places it again from the
+	// spec, which names the same domain).
+	zones map[backend.MachineRef]string
 	// addrs holds each cluster's hash-derived node addresses, so that two
 	// nodes whose hashes collide still get distinct addresses.
 	addrs map[backend.ClusterRef]map[netip.Addr]string
@@ -62,6 +66,7 @@ func New(opts Options) *Backend {
 		now:             opts.Now,
 		created:         map[backend.MachineRef]time.Time{},
 		bootstrapDelays: map[backend.MachineRef]time.Duration{},
+		zones:           map[backend.MachineRef]string{},
 		addrs:           map[backend.ClusterRef]map[netip.Addr]string{},
 	}
 }
@@ -110,6 +115,7 @@ func (b *Backend) DeleteCluster(_ context.Context, cluster backend.ClusterRef) e
 	for m := range b.created {
 		if m.Cluster == cluster {
 			delete(b.created, m)
+			delete(b.zones, m)
 		}
 	}
 	return nil
@@ -147,8 +153,13 @@ func (b *Backend) EnsureNode(_ context.Context, spec backend.NodeSpec) (backend.
 	if !ok {
 		first = b.now()
 		b.created[spec.Machine] = first
+		b.zones[spec.Machine] = spec.FailureDomain
 	}
-	node := backend.Node{ProviderID: ProviderID(spec.Machine), Provisioned: !b.now().Before(first.Add(delay))}
+	node := backend.Node{
+		ProviderID:    ProviderID(spec.Machine),
+		Provisioned:   !b.now().Before(first.Add(delay)),
+		FailureDomain: b.zones[spec.Machine],
+	}
 
 	var addrs []netip.Addr
 	for _, s := range spec.StaticAddresses {
@@ -251,6 +262,7 @@ func (b *Backend) DeleteNode(_ context.Context, m backend.MachineRef) error {
 	defer b.mu.Unlock()
 	delete(b.created, m)
 	delete(b.bootstrapDelays, m)
+	delete(b.zones, m)
 	for a, owner := range b.addrs[m.Cluster] {
 		if owner == m.Name {
 			delete(b.addrs[m.Cluster], a)

@@ -152,3 +152,29 @@ func TestListNodesNamesTheClustersNodesUntilDeleted(t *testing.T) {
 	g.Expect(b.ListNodes(ctx, cluster)).To(ConsistOf(backend.MachineRef{Cluster: cluster, Name: "b"}))
 	g.Expect(b.ListNodes(ctx, other)).To(ConsistOf(elsewhere.Machine))
 }
+
+func TestANodeIsPlacedInItsFailureDomainAndStaysThere(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	b := inmemory.New(inmemory.Options{})
+	spec := nodeSpec("m1", "10.9.0.0/24")
+	spec.FailureDomain = "fd-a"
+	n, err := b.EnsureNode(ctx, spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.FailureDomain).To(Equal("fd-a"))
+
+	spec.FailureDomain = "fd-b"
+	n, err = b.EnsureNode(ctx, spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.FailureDomain).To(Equal("fd-a"), "a node does not move")
+
+	g.Expect(b.DeleteNode(ctx, spec.Machine)).To(Succeed())
+	n, err = b.EnsureNode(ctx, spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.FailureDomain).To(Equal("fd-b"), "a new node goes where its spec says")
+
+	other := nodeSpec("m2", "10.9.0.0/24")
+	n, err = b.EnsureNode(ctx, other)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.FailureDomain).To(BeEmpty())
+}

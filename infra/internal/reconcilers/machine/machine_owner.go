@@ -45,6 +45,9 @@ type Facts struct {
 	Version string
 	// ControlPlane tells a control plane node.
 	ControlPlane bool
+	// FailureDomain the node must be placed in: the Machine's
+	// spec.failureDomain; "" leaves it to the MonolithMachine's own.
+	FailureDomain string
 }
 
 // machineOwner is the built-in owner: a Cluster API Machine, the owner
@@ -69,6 +72,7 @@ func (o machineOwner) Get(ctx context.Context, mm *v1alpha1.MonolithMachine) (Fa
 		BootstrapDataSecret: machine.Spec.Bootstrap.DataSecretName,
 		Version:             machine.Spec.Version,
 		ControlPlane:        util.IsControlPlaneMachine(machine),
+		FailureDomain:       machine.Spec.FailureDomain,
 	}, nil
 }
 

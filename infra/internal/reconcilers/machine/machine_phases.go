@@ -73,14 +73,16 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 		return ctrl.Result{}, err
 	}
 	ref := machineRef(mm)
+	failureDomain := machineFailureDomain(mm, facts)
 	node, err := b.EnsureNode(ctx, backend.NodeSpec{
-		Machine:         ref,
-		Cluster:         mc.Spec.Backend,
-		Backend:         mm.Spec.Backend,
-		ControlPlane:    facts.ControlPlane,
-		Version:         facts.Version,
-		FailureDomain:   mm.Spec.FailureDomain,
-		StaticAddresses: static,
+		Machine:                 ref,
+		Cluster:                 mc.Spec.Backend,
+		Backend:                 mm.Spec.Backend,
+		ControlPlane:            facts.ControlPlane,
+		Version:                 facts.Version,
+		FailureDomain:           failureDomain,
+		FailureDomainAttributes: failureDomainAttributes(mc, failureDomain),
+		StaticAddresses:         static,
 	})
 	if err != nil {
 		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
@@ -94,6 +96,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	// follows, and Cluster API waits for the Node for the rest.
 	mm.Spec.ProviderID = node.ProviderID
 	mm.Status.Addresses = node.Addresses
+	mm.Status.FailureDomain = node.FailureDomain
 	mm.Status.Initialization.Provisioned = ptr.To(true)
 	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
 	res, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
@@ -145,4 +148,30 @@ func machineRef(mm *v1alpha1.MonolithMachine) backend.MachineRef {
 
 func setCondition(mm *v1alpha1.MonolithMachine, t string, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(mm, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: mm.Generation})
+}
+
+// machineFailureDomain is where the machine's node goes: the owning
+// Machine's spec.failureDomain, which Cluster API v1.14 sets (and never
+// copies into the MonolithMachine), else the MonolithMachine's own, which
+// MachinePool instances carry.
+func machineFailureDomain(mm *v1alpha1.MonolithMachine, facts Facts) string {
+	if facts.FailureDomain != "" {
+		return facts.FailureDomain
+	}
+	return mm.Spec.FailureDomain
+}
+
+// failureDomainAttributes are the attributes the cluster gives the domain
+// name, nil when it offers no domain of that name (the node is still
+// placed under that name: the Machine's domain is binding).
+func failureDomainAttributes(mc *v1alpha1.MonolithCluster, name string) map[string]string {
+	if name == "" {
+		return nil
+	}
+	for _, fd := range mc.Spec.FailureDomains {
+		if fd.Name == name {
+			return fd.Attributes
+		}
+	}
+	return nil
 }
