@@ -78,7 +78,7 @@ func (Module) SetupWithManager(ctx context.Context, shared modules.Shared) error
 		return fmt.Errorf("failed to set up the IPAddressClaim controller: %w", err)
 	}
 	if err := (&pool.Reconciler[*v1alpha1.MonolithIPPool]{
-		Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
 		NewObject: func() *v1alpha1.MonolithIPPool { return &v1alpha1.MonolithIPPool{} }, Kind: v1alpha1.MonolithIPPoolKind,
 	}).SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithIPPool controller: %w", err)
@@ -89,7 +89,7 @@ func (Module) SetupWithManager(ctx context.Context, shared modules.Shared) error
 		}
 	}
 	if err := (&pool.Reconciler[*v1alpha1.GlobalMonolithIPPool]{
-		Client: mgr.GetClient(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Ledger: l, WatchFilterValue: opts.WatchFilterValue,
 		NewObject: func() *v1alpha1.GlobalMonolithIPPool { return &v1alpha1.GlobalMonolithIPPool{} }, Kind: v1alpha1.GlobalMonolithIPPoolKind,
 	}).SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the GlobalMonolithIPPool controller: %w", err)

@@ -257,3 +257,62 @@ func warningReasonsFor(g Gomega, o client.Object) []string {
 	}
 	return out
 }
+
+// clusterctl move deletes what it moved from the source as its
+// deleteSourceObject does: the delete-for-move annotation, the delete, and
+// every finalizer removed at once (the claims' Clusters are paused, so no
+// release runs). None of the pool's records stays behind in the source, even
+// when no manager ran while clusterctl deleted (the records bring the gone
+// pool back to its controller when the manager starts).
+func TestClusterctlMoveLeavesNoRecordOfTheMovedPoolInTheSource(t *testing.T) {
+	g := NewWithT(t)
+	stop := startIPAM(t)
+	ns := namespace(t)
+	cluster := createCluster(t, ns, "moving", false)
+	pool := createPool(t, ns, "moved", spec(24, "10.134.0.0/24"))
+	var claims []*ipamv1.IPAddressClaim
+	for i := range 3 {
+		c := createClaim(t, ns, claimName(i), "moved", inCluster("moving"))
+		addressOf(t, c)
+		claims = append(claims, c)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(liveRecords(g, v1alpha1.MonolithIPPoolKind, ns, "moved")).To(HaveLen(3))
+	}, timeout).Should(Succeed())
+
+	// clusterctl pauses the Cluster first.
+	pausePatch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(true)
+	g.Expect(env.Client.Patch(ctx, cluster, pausePatch)).To(Succeed())
+	stop()
+
+	deleteForMove := func(obj client.Object) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[v1alpha1.ClusterctlDeleteForMoveAnnotation] = ""
+		obj.SetAnnotations(annotations)
+		g.Expect(env.Client.Patch(ctx, obj, patch)).To(Succeed())
+		g.Expect(env.Client.Delete(ctx, obj)).To(Succeed())
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+		patch = client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		obj.SetFinalizers(nil)
+		g.Expect(env.Client.Patch(ctx, obj, patch)).To(Succeed())
+	}
+	for _, c := range claims {
+		deleteForMove(c)
+	}
+	deleteForMove(pool)
+	expectGone(t, pool)
+	startIPAM(t)
+	g.Eventually(func(g Gomega) {
+		list := &v1alpha1.MonolithIPAllocationList{}
+		g.Expect(env.Client.List(ctx, list)).To(Succeed())
+		for _, r := range list.Items {
+			g.Expect(r.Spec.PoolRef.Namespace+"/"+r.Spec.PoolRef.Name).NotTo(Equal(ns+"/moved"), "record %s left behind", r.Name)
+		}
+	}, timeout).Should(Succeed())
+}

@@ -168,13 +168,14 @@ func (v *PoolValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runti
 }
 
 // ValidateDelete refuses to delete a pool that still has IPAddresses,
-// unless the pool carries v1alpha1.SkipDeleteProtectionAnnotation.
+// unless the pool carries v1alpha1.SkipDeleteProtectionAnnotation or is
+// being deleted by clusterctl move.
 func (v *PoolValidator) ValidateDelete(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
 	pool, err := poolOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	if pool.GetAnnotations()[v1alpha1.SkipDeleteProtectionAnnotation] == "true" {
+	if v1alpha1.DeleteProtectionSkipped(pool) {
 		return nil, nil
 	}
 	addrs, err := v.addressesOf(ctx, pool)

@@ -431,6 +431,13 @@ func TestDelete(t *testing.T) {
 			allocated: []string{"10.52.0.5"},
 		},
 		{
+			name: "deleting a pool with allocated addresses that clusterctl move is deleting from the source is allowed",
+			pool: func(ns string) v1alpha1.Pool {
+				return annotated(namespaced(ns, "p", spec(24, "10.55.0.0/24")), v1alpha1.ClusterctlDeleteForMoveAnnotation, "")
+			},
+			allocated: []string{"10.55.0.5"},
+		},
+		{
 			name: "deleting an empty pool is allowed",
 			pool: func(ns string) v1alpha1.Pool { return namespaced(ns, "p", spec(24, "10.53.0.0/24")) },
 		},

@@ -30,11 +30,27 @@ const (
 	// which deletes pools from the source cluster after moving them.
 	SkipDeleteProtectionAnnotation = "ipam.capi-monolith.dev/skip-delete-protection"
 
+	// ClusterctlDeleteForMoveAnnotation is what `clusterctl move` sets on
+	// every object it deletes from the source cluster after copying it to
+	// the target (Cluster API's clusterctl v1alpha3.DeleteForMoveAnnotation):
+	// such a pool goes without waiting for its addresses, which live on in
+	// the target.
+	ClusterctlDeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
 	// AllowOverlapAnnotation on a pool lets its addresses overlap those of
 	// other pools (e.g. the same private range behind different NATs). The
 	// overlap is then reported as a warning instead of rejected.
 	AllowOverlapAnnotation = "ipam.capi-monolith.dev/allow-overlap"
 )
+
+// DeleteProtectionSkipped reports whether the pool may be deleted while
+// addresses are allocated from it: SkipDeleteProtectionAnnotation is "true",
+// or clusterctl move is deleting it from the source cluster.
+func DeleteProtectionSkipped(pool metav1.Object) bool {
+	a := pool.GetAnnotations()
+	_, moving := a[ClusterctlDeleteForMoveAnnotation]
+	return moving || a[SkipDeleteProtectionAnnotation] == "true"
+}
 
 // Pool condition types and reasons.
 const (

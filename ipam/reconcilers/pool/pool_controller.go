@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -58,7 +59,10 @@ type Object interface {
 
 // Reconciler reconciles one pool kind.
 type Reconciler[T Object] struct {
-	Client           client.Client
+	Client client.Client
+	// APIReader confirms, past the cache, that a pool is gone before its
+	// records are dropped; nil uses Client.
+	APIReader        client.Reader
 	Ledger           *ledger.Ledger
 	WatchFilterValue string
 	// NewObject returns an empty pool of the reconciled kind.
@@ -95,7 +99,42 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		WithOptions(options).
 		Watches(&v1alpha1.MonolithIPAllocation{}, r.recordToPool()).
 		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToPool()).
-		Complete(scaffold)
+		Complete(ctrlreconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+			if err := r.Client.Get(ctx, req.NamespacedName, r.NewObject()); apierrors.IsNotFound(err) {
+				return ctrl.Result{}, r.forgetGonePool(ctx, req)
+			}
+			return scaffold.Reconcile(ctx, req)
+		}))
+}
+
+// forgetGonePool drops the allocation records of a pool that is gone
+// without its finalizer having run: `clusterctl move` removes the
+// finalizers of what it deletes from the source cluster at once, and the
+// claims it deletes there are paused. The addresses live on in the target
+// cluster; here nothing may hold them any more.
+func (r *Reconciler[T]) forgetGonePool(ctx context.Context, req ctrl.Request) error {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, r.NewObject()); !apierrors.IsNotFound(err) {
+		// Still there (the cache is behind), or unknown: keep everything.
+		return client.IgnoreNotFound(err)
+	}
+	key := index.PoolKey{Kind: r.Kind, Namespace: req.Namespace, Name: req.Name}
+	recs, err := r.poolRecords(ctx, key)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleting the allocation record of a pool that is gone", "record", recs[i].Name)
+		if err := r.Client.Delete(ctx, &recs[i], client.Preconditions{UID: &recs[i].UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete allocation record %s: %w", recs[i].Name, err)
+		}
+	}
+	r.Ledger.Remove(key)
+	metrics.DeletePool(key)
+	return nil
 }
 
 // ignoreStatusUpdates passes every event but updates that changed nothing
@@ -238,7 +277,7 @@ func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *reconcile.Scope[
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if pool.GetAnnotations()[v1alpha1.SkipDeleteProtectionAnnotation] != "true" {
+	if !v1alpha1.DeleteProtectionSkipped(pool) {
 		n := 0
 		for i := range recs {
 			if !recs[i].IsReleased() {
