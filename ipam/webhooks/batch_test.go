@@ -23,7 +23,7 @@ import (
 func TestOverlappingPoolsSentTogetherNeverShareAnAddressWithWebhooksOn(t *testing.T) {
 	g := NewWithT(t)
 	managertest.Start(t, env.Config, managertest.Options(), managertest.IPAM())
-	ns := newNamespace(t, g, "batch")
+	ns := env.Namespace(t, "batch")
 	pools := []client.Object{
 		namespaced(ns, "one", spec(24, "10.210.0.10-10.210.0.20")),
 		namespaced(ns, "two", spec(24, "10.210.0.15-10.210.0.25")),
@@ -67,7 +67,7 @@ func TestOverlappingPoolsSentTogetherNeverShareAnAddressWithWebhooksOn(t *testin
 
 func TestPrefixZeroAndPoolsWithNothingToHandOutAreRejectedWithFieldErrors(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t, g, "empty")
+	ns := env.Namespace(t, "empty")
 	err := env.Client.Create(t.Context(), namespaced(ns, "zero", spec(0, "10.211.0.1")))
 	g.Expect(err).To(MatchError(ContainSubstring("spec.prefix")))
 	err = env.Client.Create(t.Context(), namespaced(ns, "network-only", spec(24, "10.211.0.0")))

@@ -3,13 +3,12 @@ package webhooks_test
 import (
 	"context"
 	"fmt"
-	"sync"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,14 +40,6 @@ func annotated[T client.Object](obj T, key, value string) T {
 	a[key] = value
 	obj.SetAnnotations(a)
 	return obj
-}
-
-// newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T, g Gomega, prefix string) string {
-	t.Helper()
-	ns, err := env.CreateNamespace(t.Context(), prefix)
-	g.Expect(err).NotTo(HaveOccurred())
-	return ns.Name
 }
 
 // createSeen creates obj and waits until the manager's cache, which the
@@ -117,33 +108,10 @@ func removeAtEnd(t *testing.T, obj client.Object) {
 	})
 }
 
-// warnings records the warnings the apiserver returns, here those of the
-// webhook.
-type warnings struct {
-	mu   sync.Mutex
-	text []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
-func (w *warnings) get() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.text...)
-}
-
 // warningClient is an uncached client whose warnings the test can read.
-func warningClient(t *testing.T, g Gomega) (client.Client, *warnings) {
+func warningClient(t *testing.T, g Gomega) (client.Client, *envtest.Warnings) {
 	t.Helper()
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = nil
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	c, w, err := env.WarningClient()
 	g.Expect(err).NotTo(HaveOccurred())
 	return c, w
 }

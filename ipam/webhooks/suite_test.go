@@ -2,9 +2,6 @@ package webhooks_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -27,54 +24,23 @@ const (
 
 var (
 	env *envtest.Environment
+	mgr ctrl.Manager
 	// cached is the manager's client: what the webhook reads. Tests wait on
 	// it so that the webhook sees the objects they just wrote.
 	cached client.Client
 )
 
-func TestMain(m *testing.M) {
-	ctrl.SetLogger(envtest.TestLogger())
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// run starts the apiserver, which calls the webhook configurations of
+// TestMain starts the apiserver, which calls the webhook configurations of
 // manifests/ipam/webhook, and a manager serving them from this process.
-func run(m *testing.M) (code int, reterr error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	scheme, err := envtest.NewScheme()
-	if err != nil {
-		return 1, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return 1, fmt.Errorf("failed to add the ipam types to the scheme: %w", err)
-	}
-	env, err = envtest.Start(ctx, envtest.Options{
-		Scheme:                scheme,
-		CRDDirectoryPaths:     []string{crdPath},
-		WebhookInstallOptions: crenvtest.WebhookInstallOptions{Paths: []string{webhookPath}},
-	})
-	if err != nil {
-		return 1, err
-	}
-	defer func() { reterr = errors.Join(reterr, env.Stop()) }()
-
-	mgr, stop, err := env.StartWebhookManager(ctx, func(mgr ctrl.Manager) error {
-		if err := index.Setup(ctx, mgr); err != nil {
+func TestMain(m *testing.M) {
+	envtest.WebhookMain(m, &env, &mgr, func(mgr ctrl.Manager) error {
+		cached = mgr.GetClient()
+		if err := index.Setup(context.Background(), mgr); err != nil {
 			return err
 		}
 		return webhooks.SetupWithManager(mgr)
-	})
-	if err != nil {
-		return 1, err
-	}
-	defer func() { reterr = errors.Join(reterr, stop()) }()
-	cached = mgr.GetClient()
-	return m.Run(), nil
+	}, envtest.Options{
+		CRDDirectoryPaths:     []string{crdPath},
+		WebhookInstallOptions: crenvtest.WebhookInstallOptions{Paths: []string{webhookPath}},
+	}, v1alpha1.AddToScheme)
 }

@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/webhooks"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 // These cases call the validator directly: they are what the apiserver
@@ -25,76 +24,14 @@ func fakeValidator(t *testing.T) *webhooks.PoolValidator {
 
 func TestOddObjectsAreRejectedWithoutPanic(t *testing.T) {
 	valid := namespaced("ns", "p", spec(24, "10.60.0.0/24"))
-	tests := []struct {
-		name    string
-		call    func(v *webhooks.PoolValidator) error
-		wantErr string
-	}{
-		{
-			name: "create of a nil object is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateCreate(t.Context(), nil)
-				return err
-			},
-			wantErr: "expected a pool, got nothing",
-		},
-		{
-			name: "create of a nil pool pointer is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateCreate(t.Context(), (*v1alpha1.GlobalMonolithIPPool)(nil))
-				return err
-			},
-			wantErr: "expected a pool, got nothing",
-		},
-		{
-			name: "create of a foreign type is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateCreate(t.Context(), &corev1.ConfigMap{})
-				return err
-			},
-			wantErr: "expected a MonolithIPPool or a GlobalMonolithIPPool, got *v1.ConfigMap",
-		},
-		{
-			name: "update from a nil pool pointer is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateUpdate(t.Context(), (*v1alpha1.MonolithIPPool)(nil), valid)
-				return err
-			},
-			wantErr: "expected a pool, got nothing",
-		},
-		{
-			name: "update to a nil object is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateUpdate(t.Context(), valid, runtime.Object(nil))
-				return err
-			},
-			wantErr: "expected a pool, got nothing",
-		},
-		{
-			name: "update that changes the kind is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateUpdate(t.Context(), valid, global("p", valid.Spec))
-				return err
-			},
-			wantErr: "cannot update a MonolithIPPool into a GlobalMonolithIPPool",
-		},
-		{
-			name: "delete of a nil pool pointer is a bad request",
-			call: func(v *webhooks.PoolValidator) error {
-				_, err := v.ValidateDelete(t.Context(), (*v1alpha1.MonolithIPPool)(nil))
-				return err
-			},
-			wantErr: "expected a pool, got nothing",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			err := tt.call(fakeValidator(t))
-			g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "want a 400, got %v", err)
-			g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
-		})
-	}
+	envtest.ExpectOddObjectsRejected(t, fakeValidator(t), envtest.OddObjects{
+		Valid:          valid,
+		TypedNil:       (*v1alpha1.GlobalMonolithIPPool)(nil),
+		OtherKind:      global("p", valid.Spec),
+		WantNil:        "expected a pool, got nothing",
+		WantForeign:    "expected a MonolithIPPool or a GlobalMonolithIPPool, got *v1.ConfigMap",
+		WantKindChange: "cannot update a MonolithIPPool into a GlobalMonolithIPPool",
+	})
 }
 
 func TestNegativeGracePeriodIsRejected(t *testing.T) {

@@ -203,7 +203,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			n := names{ns: newNamespace(t, g, "create"), other: newNamespace(t, g, "other")}
+			n := names{ns: env.Namespace(t, "create"), other: env.Namespace(t, "other")}
 			if tt.existing != nil {
 				for _, obj := range tt.existing(n) {
 					createSeen(t, g, obj)
@@ -220,9 +220,9 @@ func TestCreate(t *testing.T) {
 				g.Expect(err).To(haveAll(tt.wantErr(n)...))
 			}
 			if tt.wantWarnings == nil {
-				g.Expect(w.get()).To(BeEmpty())
+				g.Expect(w.Get()).To(BeEmpty())
 			} else {
-				g.Expect(w.get()).To(Equal(tt.wantWarnings(n)))
+				g.Expect(w.Get()).To(Equal(tt.wantWarnings(n)))
 			}
 		})
 	}
@@ -365,7 +365,7 @@ func TestUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			n := names{ns: newNamespace(t, g, "update"), other: newNamespace(t, g, "other")}
+			n := names{ns: env.Namespace(t, "update"), other: env.Namespace(t, "other")}
 			pool := tt.pool(n)
 			createSeen(t, g, pool)
 			if len(tt.allocated) > 0 {
@@ -388,9 +388,9 @@ func TestUpdate(t *testing.T) {
 				g.Expect(err).To(haveAll(tt.wantErr(n)...))
 			}
 			if tt.wantWarnings == nil {
-				g.Expect(w.get()).To(BeEmpty())
+				g.Expect(w.Get()).To(BeEmpty())
 			} else {
-				g.Expect(w.get()).To(Equal(tt.wantWarnings(n)))
+				g.Expect(w.Get()).To(Equal(tt.wantWarnings(n)))
 			}
 		})
 	}
@@ -449,7 +449,7 @@ func TestDelete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			ns := newNamespace(t, g, "delete")
+			ns := env.Namespace(t, "delete")
 			pool := tt.pool(ns)
 			createSeen(t, g, pool)
 			if len(tt.allocated) > 0 {

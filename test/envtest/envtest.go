@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,6 +125,17 @@ func (e *Environment) Stop() error {
 
 // CreateNamespace creates a namespace whose name starts with prefix and ends
 // with a random suffix chosen by the apiserver, so that tests never collide.
+// Namespace creates a namespace named after prefix for one test and
+// returns its name; it fails the test when it cannot.
+func (e *Environment) Namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns, err := e.CreateNamespace(t.Context(), prefix)
+	if err != nil {
+		t.Fatalf("failed to create a namespace: %v", err)
+	}
+	return ns.Name
+}
+
 func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (*corev1.Namespace, error) {
 	if !strings.HasSuffix(prefix, "-") {
 		prefix += "-"

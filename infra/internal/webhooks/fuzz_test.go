@@ -3,15 +3,14 @@ package webhooks_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 // fuzzObject makes an object of one of the four kinds from a JSON spec;
@@ -39,27 +38,6 @@ func fuzzObject(kind uint8, spec []byte) client.Object {
 		return nil
 	}
 	return obj
-}
-
-// expectFieldErrors fails unless err is nil or an Invalid error whose every
-// cause names a field: a rejection must say which field is wrong.
-func expectFieldErrors(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	var status *apierrors.StatusError
-	if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
-		t.Fatalf("rejection is not a field error: %v", err)
-	}
-	if status.ErrStatus.Details == nil || len(status.ErrStatus.Details.Causes) == 0 {
-		t.Fatalf("rejection names no field: %v", err)
-	}
-	for _, c := range status.ErrStatus.Details.Causes {
-		if c.Field == "" || c.Message == "" {
-			t.Fatalf("a cause has no field or message: %+v in %v", c, err)
-		}
-	}
 }
 
 // FuzzInfraWebhooks sends random and mutated specs of every infra kind
@@ -93,12 +71,12 @@ func FuzzInfraWebhooks(f *testing.F) {
 			}
 		}
 		_, err := validator.ValidateCreate(ctx, obj)
-		expectFieldErrors(t, err)
+		envtest.ExpectFieldErrors(t, err)
 		if old := fuzzObject(kind, oldSpec); old != nil {
 			_, err = validator.ValidateUpdate(ctx, old, obj)
-			expectFieldErrors(t, err)
+			envtest.ExpectFieldErrors(t, err)
 		}
 		_, err = validator.ValidateDelete(ctx, obj)
-		expectFieldErrors(t, err)
+		envtest.ExpectFieldErrors(t, err)
 	})
 }

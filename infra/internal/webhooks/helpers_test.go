@@ -93,14 +93,6 @@ func poolRef(group, kind, name string) corev1.TypedLocalObjectReference {
 
 func duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
-// newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T, g Gomega, prefix string) string {
-	t.Helper()
-	ns, err := env.CreateNamespace(t.Context(), prefix)
-	g.Expect(err).NotTo(HaveOccurred())
-	return ns.Name
-}
-
 // createSeen creates obj and waits until the manager's cache, which the
 // webhook reads, has it.
 func createSeen(t *testing.T, g Gomega, obj client.Object) {

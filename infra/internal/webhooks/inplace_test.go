@@ -49,7 +49,7 @@ func inPlaceApply(ns, name string, spec v1alpha1.MonolithMachineSpec) (client.Ob
 // Both pass for the in-place fields; anything else is still refused.
 func TestInPlaceUpdateBySSA(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t, g, "inplace")
+	ns := env.Namespace(t, "inplace")
 	cur := machine(ns, "m", v1alpha1.MonolithMachineSpec{
 		Backend:       v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{ProvisioningDelay: duration(time.Second)}},
 		ProviderID:    "inmemory://" + ns + "/m",

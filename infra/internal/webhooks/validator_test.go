@@ -9,7 +9,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 // These cases call the validator and the defaulter directly: they are what
@@ -34,67 +34,22 @@ func fakeValidator(t *testing.T, objs ...client.Object) *webhooks.Validator {
 
 func TestOddObjectsAreRejectedWithoutPanic(t *testing.T) {
 	valid := cluster("ns", "c", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend()})
+	envtest.ExpectOddObjectsRejected(t, fakeValidator(t), envtest.OddObjects{
+		Valid:          valid,
+		TypedNil:       (*v1alpha1.MonolithMachine)(nil),
+		OtherKind:      clusterTemplate("ns", "c", valid.Spec),
+		WantNil:        "expected an infra object, got nothing",
+		WantForeign:    "expected a MonolithCluster, MonolithClusterTemplate, MonolithMachine or MonolithMachineTemplate, got *v1.ConfigMap",
+		WantKindChange: "cannot update a MonolithCluster into a MonolithClusterTemplate",
+	})
+}
+
+func TestOddObjectsAreNotDefaultedWithoutPanic(t *testing.T) {
 	tests := []struct {
 		name    string
 		call    func(v *webhooks.Validator) error
 		wantErr string
 	}{
-		{
-			name: "create of a nil object is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateCreate(t.Context(), nil)
-				return err
-			},
-			wantErr: "expected an infra object, got nothing",
-		},
-		{
-			name: "create of a nil machine pointer is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateCreate(t.Context(), (*v1alpha1.MonolithMachine)(nil))
-				return err
-			},
-			wantErr: "expected an infra object, got nothing",
-		},
-		{
-			name: "create of a foreign type is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateCreate(t.Context(), &corev1.ConfigMap{})
-				return err
-			},
-			wantErr: "expected a MonolithCluster, MonolithClusterTemplate, MonolithMachine or MonolithMachineTemplate, got *v1.ConfigMap",
-		},
-		{
-			name: "update from a nil template pointer is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateUpdate(t.Context(), (*v1alpha1.MonolithClusterTemplate)(nil), valid)
-				return err
-			},
-			wantErr: "expected an infra object, got nothing",
-		},
-		{
-			name: "update to a nil object is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateUpdate(t.Context(), valid, runtime.Object(nil))
-				return err
-			},
-			wantErr: "expected an infra object, got nothing",
-		},
-		{
-			name: "update that changes the kind is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateUpdate(t.Context(), valid, clusterTemplate("ns", "c", valid.Spec))
-				return err
-			},
-			wantErr: "cannot update a MonolithCluster into a MonolithClusterTemplate",
-		},
-		{
-			name: "delete of a nil machine template pointer is a bad request",
-			call: func(v *webhooks.Validator) error {
-				_, err := v.ValidateDelete(t.Context(), (*v1alpha1.MonolithMachineTemplate)(nil))
-				return err
-			},
-			wantErr: "expected an infra object, got nothing",
-		},
 		{
 			name: "defaulting a nil cluster pointer is a bad request",
 			call: func(*webhooks.Validator) error {

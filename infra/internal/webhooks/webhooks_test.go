@@ -264,7 +264,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			ns := newNamespace(t, g, "create")
+			ns := env.Namespace(t, "create")
 			err := env.Client.Create(t.Context(), tt.obj(ns))
 			expectOutcome(g, err, tt.wantErr)
 		})
@@ -371,7 +371,7 @@ func TestMachineBackendMustMatchItsCluster(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			ns := newNamespace(t, g, "match")
+			ns := env.Namespace(t, "match")
 			if tt.existing != nil {
 				for _, obj := range tt.existing(ns) {
 					createSeen(t, g, obj)
@@ -445,7 +445,7 @@ func TestDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			obj := tt.obj(newNamespace(t, g, "defaults"))
+			obj := tt.obj(env.Namespace(t, "defaults"))
 			g.Expect(env.Client.Create(t.Context(), obj)).To(Succeed())
 			// The object the create returns is what the apiserver stored.
 			switch o := obj.(type) {
@@ -509,7 +509,7 @@ func TestClusterUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			c := cluster(newNamespace(t, g, "cluster-update"), "c", tt.spec)
+			c := cluster(env.Namespace(t, "cluster-update"), "c", tt.spec)
 			g.Expect(env.Client.Create(t.Context(), c)).To(Succeed())
 			tt.mutate(c)
 			expectOutcome(g, env.Client.Update(t.Context(), c), tt.wantErr)
@@ -614,7 +614,7 @@ func TestMachineUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			m := machine(newNamespace(t, g, "machine-update"), "m", tt.spec)
+			m := machine(env.Namespace(t, "machine-update"), "m", tt.spec)
 			m.Labels = tt.labels
 			g.Expect(env.Client.Create(t.Context(), m)).To(Succeed())
 			tt.mutate(m)
@@ -744,7 +744,7 @@ func TestTemplateUpdate(t *testing.T) {
 		for _, w := range ways {
 			t.Run(k.name+": "+w.name, func(t *testing.T) {
 				g := NewWithT(t)
-				obj := k.create(newNamespace(t, g, "template-update"))
+				obj := k.create(env.Namespace(t, "template-update"))
 				g.Expect(env.Client.Create(t.Context(), obj)).To(Succeed())
 				stored := obj.DeepCopyObject().(client.Object)
 

@@ -3,13 +3,12 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 // FuzzMachinePoolWebhooks sends random and mutated specs of both kinds
@@ -38,42 +37,21 @@ func FuzzMachinePoolWebhooks(f *testing.F) {
 			t1 := &v1alpha1.MonolithMachinePoolTemplate{ObjectMeta: meta}
 			t1.Spec.Template.Spec = cur
 			_, err := templateValidator{}.ValidateCreate(ctx, t1)
-			expectFieldErrors(t, err)
+			envtest.ExpectFieldErrors(t, err)
 			if oldOK {
 				t0 := &v1alpha1.MonolithMachinePoolTemplate{ObjectMeta: meta}
 				t0.Spec.Template.Spec = old
 				_, err = templateValidator{}.ValidateUpdate(ctx, t0, t1)
-				expectFieldErrors(t, err)
+				envtest.ExpectFieldErrors(t, err)
 			}
 			return
 		}
 		p1 := &v1alpha1.MonolithMachinePool{ObjectMeta: meta, Spec: cur}
 		_, err := poolValidator{}.ValidateCreate(ctx, p1)
-		expectFieldErrors(t, err)
+		envtest.ExpectFieldErrors(t, err)
 		if oldOK {
 			_, err = poolValidator{}.ValidateUpdate(ctx, &v1alpha1.MonolithMachinePool{ObjectMeta: meta, Spec: old}, p1)
-			expectFieldErrors(t, err)
+			envtest.ExpectFieldErrors(t, err)
 		}
 	})
-}
-
-// expectFieldErrors fails unless err is nil or an Invalid error whose every
-// cause names a field.
-func expectFieldErrors(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	var status *apierrors.StatusError
-	if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
-		t.Fatalf("rejection is not a field error: %v", err)
-	}
-	if status.ErrStatus.Details == nil || len(status.ErrStatus.Details.Causes) == 0 {
-		t.Fatalf("rejection names no field: %v", err)
-	}
-	for _, c := range status.ErrStatus.Details.Causes {
-		if c.Field == "" || c.Message == "" {
-			t.Fatalf("a cause has no field or message: %+v in %v", c, err)
-		}
-	}
 }
