@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 )
 
 // KubernetesVersion is the version of kube-apiserver and etcd that
@@ -119,13 +121,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create the control plane's cert folder: %w", err)
 	}
-	ports, err := freePorts(3)
+	free, err := ports.Free(3)
 	if err != nil {
 		return nil, err
 	}
-	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-	apiHost := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[0]))
+	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	apiHost := net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
 
 	cp := &ControlPlane{force: make(chan struct{})}
 	defer func() {
@@ -193,7 +195,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--secure-port=" + strconv.Itoa(free[2]),
 		"--cert-dir=" + certDir,
 		"--tls-cert-file=" + filepath.Join(certDir, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(certDir, "apiserver.key"),
@@ -316,19 +318,6 @@ func (c *ControlPlane) Stop() error {
 		return fmt.Errorf("failed to stop etcd and kube-apiserver: %w", err)
 	}
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("failed to find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // AssetsDirectory returns the folder holding kube-apiserver and etcd: given,
