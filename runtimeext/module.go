@@ -63,7 +63,7 @@ func DefaultOptions() Options {
 		ServiceName: registration.DefaultServiceName,
 		ServicePort: registration.DefaultServicePort,
 		CASecret:    registration.DefaultCASecret,
-		// Matches every namespace unless set.
+		// Only namespaces that opt in with the documented label.
 		NamespaceSelector: registration.DefaultNamespaceSelector,
 	}}
 }
