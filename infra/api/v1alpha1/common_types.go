@@ -90,8 +90,10 @@ const (
 
 // MaxSimulatedDelay bounds the inMemory backend's provisioningDelay and
 // bootstrapDelay: the webhook rejects more, and the backend never waits
-// longer, so that a typo cannot park a machine for years.
-const MaxSimulatedDelay = time.Hour
+// longer, so that a typo cannot park a machine for years. It stays below the
+// bound of one bootstrap run (20 minutes), so that a simulated bootstrap
+// always fits in one.
+const MaxSimulatedDelay = 15 * time.Minute
 
 // ReservedDockerNetworks are the Docker Engine's predefined networks (and
 // swarm's), which a cluster must not use: on "host" the nodes would share

@@ -216,7 +216,7 @@ func TestCreate(t *testing.T) {
 					Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{ProvisioningDelay: duration(2 * time.Hour)}},
 				})
 			},
-			wantErr: []string{byMachineWebhook, `spec.backend.inMemory.provisioningDelay: Invalid value: "2h0m0s": must be at most 1h0m0s`},
+			wantErr: []string{byMachineWebhook, `spec.backend.inMemory.provisioningDelay: Invalid value: "2h0m0s": must be at most 15m0s`},
 		},
 		{
 			name: "every problem of a machine is reported at once",
