@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -44,11 +45,20 @@ func TestHooksHonourTheWatchFilter(t *testing.T) {
 	pool := x509.NewCertPool()
 	g.Expect(pool.AppendCertsFromPEM(caPEM)).To(BeTrue())
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	call := func(name string, labels map[string]string) *runtimehooksv1.BeforeClusterDeleteResponse {
+	// Hooks act only on Clusters that exist (package scope): made for real,
+	// and sent as core sends them, with their UIDs.
+	create := func(name string, labels map[string]string) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: labels,
+			Annotations: map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"}},
+			Spec: clusterv1.ClusterSpec{Paused: ptr.To(false), InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "MonolithCluster", Name: name}}}
+		g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+		return c
+	}
+	call := func(cluster *clusterv1.Cluster) *runtimehooksv1.BeforeClusterDeleteResponse {
 		req := &runtimehooksv1.BeforeClusterDeleteRequest{
 			TypeMeta: metav1.TypeMeta{APIVersion: runtimehooksv1.GroupVersion.String(), Kind: "BeforeClusterDeleteRequest"},
-			Cluster: clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: labels,
-				Annotations: map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"}}},
+			Cluster:  *cluster,
 		}
 		body, err := json.Marshal(req)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -62,13 +72,18 @@ func TestHooksHonourTheWatchFilter(t *testing.T) {
 		return out
 	}
 
-	theirs := call("theirs", nil)
+	theirs := call(create("theirs", nil))
 	g.Expect(theirs.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
 	g.Expect(theirs.RetryAfterSeconds).To(BeZero(), "a Cluster outside the watch filter is not held")
 
-	mine := call("mine", map[string]string{clusterv1.WatchLabel: "mine"})
-	g.Expect(mine.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
-	g.Expect(mine.RetryAfterSeconds).To(BeNumerically(">", 0), "a Cluster in scope is held")
+	// The manager's cache may not have the new Cluster yet: until then the
+	// answer is a Failure (an unknown Cluster), never a neutral Success.
+	mineCluster := create("mine", map[string]string{clusterv1.WatchLabel: "mine"})
+	g.Eventually(func(g Gomega) {
+		mine := call(mineCluster)
+		g.Expect(mine.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+		g.Expect(mine.RetryAfterSeconds).To(BeNumerically(">", 0), "a Cluster in scope is held")
+	}).WithTimeout(10 * time.Second).Should(Succeed())
 
 	// Events of one recorder are written in order: once the later call's
 	// Event is there, the earlier one's would be too.

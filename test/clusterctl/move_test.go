@@ -37,6 +37,7 @@ import (
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	mpv1alpha1 "github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
 const (
@@ -54,7 +55,7 @@ type management struct {
 // startInProcess starts one with dev.Start in this process.
 func startInProcess(t *testing.T) *management {
 	t.Helper()
-	env, err := dev.Start(t.Context(), dev.Options{})
+	env, err := dev.Start(t.Context(), dev.Options{Modules: managertest.All()})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { NewWithT(t).Expect(env.Stop()).To(Succeed()) })
 	return prepare(t, &management{client: env.Client, kubeconfig: env.KubeconfigPath})
