@@ -116,6 +116,12 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	net, err := dc.NetworkInspect(ctx, network, client.NetworkInspectOptions{})
 	g.Expect(err).NotTo(HaveOccurred(), "the backend creates the missing network")
 	g.Expect(net.Network.IPAM.Config).NotTo(BeEmpty())
+	// No --docker-management-cluster: the identity is kube-system's UID.
+	kubeSystem := &corev1.Namespace{}
+	g.Expect(env.Client.Get(ctx, crclient.ObjectKey{Name: "kube-system"}, kubeSystem)).To(Succeed())
+	identity := string(kubeSystem.UID)
+	g.Expect(identity).NotTo(BeEmpty())
+	g.Expect(net.Network.Labels).To(HaveKeyWithValue(docker.LabelManagementCluster, identity))
 	subnet := net.Network.IPAM.Config[0].Subnet
 	endpoint, err := netip.ParseAddr(mc.Spec.ControlPlaneEndpoint.Host)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -169,28 +175,38 @@ func TestDockerClusterAndMachineWithPoolAddress(t *testing.T) {
 	nodeContainer, err := dc.ContainerInspect(ctx, strings.TrimPrefix(mm.Spec.ProviderID, "docker:////"), client.ContainerInspectOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nodeContainer.Container.Config.Labels).To(HaveKeyWithValue(docker.LabelFailureDomain, "fd-a"))
+	g.Expect(nodeContainer.Container.Config.Labels).To(HaveKeyWithValue(docker.LabelManagementCluster, identity))
 	g.Expect(nodeContainer.Container.NetworkSettings.Networks).To(HaveKey(fdNetwork))
 	g.Expect(nodeContainer.Container.NetworkSettings.Networks).To(HaveKey(network))
 
 	// A node whose machine is gone (a manager killed at the wrong moment,
 	// a finalizer removed by hand) is deleted by the next cluster
-	// reconcile; the live machine's node stays.
-	b, err := docker.New(docker.Options{Client: dc, UnprivilegedNodes: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = b.EnsureNode(ctx, backend.NodeSpec{
-		Machine: backend.MachineRef{Cluster: backend.ClusterRef{Namespace: n, Name: "c"}, Name: "gone"},
-		Cluster: mc.Spec.Backend, Backend: mm.Spec.Backend, Version: "v1.36.3",
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(3))
+	// reconcile; the live machine's node stays, and so does the node of
+	// another management cluster on the same Engine with the same names.
+	leftover := func(identity, machine string) *docker.Backend {
+		b, err := docker.New(docker.Options{Client: dc, UnprivilegedNodes: true, ManagementCluster: identity})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = b.EnsureNode(ctx, backend.NodeSpec{
+			Machine: backend.MachineRef{Cluster: backend.ClusterRef{Namespace: n, Name: "c"}, Name: machine},
+			Cluster: mc.Spec.Backend, Backend: mm.Spec.Backend, Version: "v1.36.3",
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		return b
+	}
+	leftover(identity, "gone")
+	other := leftover("another-management-cluster", "other")
+	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(4))
 	touch := crclient.MergeFrom(mc.DeepCopy())
 	mc.Annotations = map[string]string{"test.capi-monolith.dev/touch": "leftovers"}
 	g.Expect(env.Client.Patch(ctx, mc, touch)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		names := containersOf(g, dc, n, "c")
-		g.Expect(names).To(HaveLen(2))
+		g.Expect(names).To(HaveLen(3))
 		g.Expect(strings.Join(names, ",")).NotTo(ContainSubstring("gone"))
+		g.Expect(strings.Join(names, ",")).To(ContainSubstring("other"))
 	}, timeout).Should(Succeed())
+	g.Expect(other.DeleteNode(ctx, backend.MachineRef{Cluster: backend.ClusterRef{Namespace: n, Name: "c"}, Name: "other"})).To(Succeed())
+	g.Expect(containersOf(g, dc, n, "c")).To(HaveLen(2))
 
 	// No workload cluster yet: the machine says so, and keeps looking.
 	g.Eventually(func(g Gomega) {

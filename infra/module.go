@@ -53,7 +53,13 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 // modules that require infra.
 func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
 	mgr, opts := shared.Manager, shared.Options
-	backends := backendset.New(ctx, backendset.Options{Docker: m.opts.docker()})
+	dockerOpts := m.opts.docker()
+	identity, err := managementClusterIdentity(ctx, mgr.GetAPIReader(), dockerOpts.ManagementCluster)
+	if err != nil {
+		return err
+	}
+	dockerOpts.ManagementCluster = identity
+	backends := backendset.New(ctx, backendset.Options{Docker: dockerOpts})
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)

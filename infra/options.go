@@ -18,6 +18,11 @@ type Options struct {
 	DockerLoadBalancerHostIP string
 	// DockerUnprivilegedNodes runs node containers without privileged mode.
 	DockerUnprivilegedNodes bool
+	// DockerManagementCluster is the identity the docker backend labels
+	// its containers and networks with, and narrows every lookup to
+	// (docker.Options.ManagementCluster). Empty: the UID of the management
+	// cluster's kube-system namespace, read at start-up.
+	DockerManagementCluster string
 }
 
 // DefaultOptions returns the options the flags default to.
@@ -36,12 +41,36 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Host address the docker backend publishes control plane load balancers on (0.0.0.0 for every interface).")
 	fs.BoolVar(&o.DockerUnprivilegedNodes, "docker-unprivileged-nodes", o.DockerUnprivilegedNodes,
 		"Run docker node containers without privileged mode, where the Docker daemon refuses it; kindest/node images need it.")
+	fs.Var(managementClusterFlag{&o.DockerManagementCluster}, "docker-management-cluster",
+		"Identity of this management cluster on the Docker Engine (at most 63 characters of [A-Za-z0-9_.-]): the docker backend labels its containers and networks "+
+			docker.LabelManagementCluster+"=<identity> and finds, adopts and deletes only those. Empty: the UID of the kube-system namespace.")
 }
+
+// managementClusterFlag rejects a bad identity when the flags are parsed.
+type managementClusterFlag struct{ v *string }
+
+func (f managementClusterFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f managementClusterFlag) Set(s string) error {
+	if err := docker.ValidateManagementCluster(s); err != nil {
+		return err
+	}
+	*f.v = s
+	return nil
+}
+
+func (managementClusterFlag) Type() string { return "string" }
 
 func (o Options) docker() docker.Options {
 	return docker.Options{
 		NodeImageRepository: o.DockerNodeImageRepository,
 		LoadBalancerHostIP:  o.DockerLoadBalancerHostIP,
 		UnprivilegedNodes:   o.DockerUnprivilegedNodes,
+		ManagementCluster:   o.DockerManagementCluster,
 	}
 }

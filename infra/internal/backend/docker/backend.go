@@ -40,6 +40,12 @@ const (
 	// LabelCreatedBy marks networks the backend created (value
 	// CreatedByValue); only those are ever removed.
 	LabelCreatedBy = "capi-monolith.dev/created-by"
+	// LabelManagementCluster is the identity of the management cluster
+	// whose backend created a container or network (Options.
+	// ManagementCluster). Every lookup is narrowed to it, so that two
+	// management clusters on one Docker Engine never find, adopt or delete
+	// each other's objects, whatever their namespace and cluster names.
+	LabelManagementCluster = "capi-monolith.dev/management-cluster"
 
 	// RoleControlPlane marks control-plane node containers.
 	RoleControlPlane = "control-plane"
@@ -115,6 +121,15 @@ type Options struct {
 	// kubelet inside); set this only where the daemon refuses privileged
 	// containers (sandboxed CI) and the node image does without.
 	UnprivilegedNodes bool
+	// ManagementCluster identifies the management cluster the backend
+	// works for: every container and network it creates is labelled
+	// LabelManagementCluster=<ManagementCluster>, and it finds, adopts and
+	// deletes only objects so labelled. The infra module sets it (the
+	// kube-system namespace's UID unless a flag names it). Empty: no such
+	// label and lookups not narrowed to one management cluster (a backend
+	// used on its own, outside a manager). At most 63 characters of
+	// [A-Za-z0-9_.-].
+	ManagementCluster string
 }
 
 // Backend runs clusters on a Docker Engine. Create it with New.
@@ -127,6 +142,7 @@ type Backend struct {
 	lbHostIP    netip.Addr
 	nodeBinds   []string
 	privileged  bool
+	identity    string
 	networkLock sync.Mutex
 	// locks serialise work on one load balancer or one node inside this
 	// process; Docker's unique names guard against other processes.
@@ -145,6 +161,10 @@ func New(opts Options) (*Backend, error) {
 		nodeRepo:   valueOr(opts.NodeImageRepository, DefaultNodeImageRepository),
 		nodeBinds:  opts.NodeBinds,
 		privileged: !opts.UnprivilegedNodes,
+		identity:   opts.ManagementCluster,
+	}
+	if err := ValidateManagementCluster(opts.ManagementCluster); err != nil {
+		return nil, err
 	}
 	if b.nodeBinds == nil {
 		b.nodeBinds = DefaultNodeBinds
@@ -242,12 +262,47 @@ func sanitizeName(s string) string {
 	return name
 }
 
-// clusterLabels are the labels of every container of the cluster.
-func clusterLabels(cluster backend.ClusterRef) map[string]string {
-	return map[string]string{
-		LabelClusterNamespace: cluster.Namespace,
-		LabelClusterName:      cluster.Name,
+// ValidateManagementCluster checks a management-cluster identity: empty,
+// or at most 63 characters of [A-Za-z0-9_.-] (a UID, a name), so that it is
+// a plain Docker label value and filter.
+func ValidateManagementCluster(id string) error {
+	if len(id) > maxNameLength {
+		return fmt.Errorf("management cluster identity %q is longer than %d characters", id, maxNameLength)
 	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("management cluster identity %q has a character other than [A-Za-z0-9_.-]", id)
+		}
+	}
+	return nil
+}
+
+// ownLabels are the labels of everything the backend creates: its
+// management cluster's identity, when it has one.
+func (b *Backend) ownLabels() map[string]string {
+	l := map[string]string{}
+	if b.identity != "" {
+		l[LabelManagementCluster] = b.identity
+	}
+	return l
+}
+
+// clusterLabels are the labels of every container of the cluster, and what
+// finds them: only this management cluster's.
+func (b *Backend) clusterLabels(cluster backend.ClusterRef) map[string]string {
+	l := b.ownLabels()
+	l[LabelClusterNamespace] = cluster.Namespace
+	l[LabelClusterName] = cluster.Name
+	return l
+}
+
+// containerNames are the names a container of parts is created under: the
+// plain name, and when another container holds it (another management
+// cluster's with the same namespace and names, or a user's) a name ended
+// with a hash of the parts and this backend's identity, so that every
+// management cluster has a fallback of its own.
+func (b *Backend) containerNames(parts ...string) []string {
+	return []string{containerName(parts...), hashedName(append(slices.Clone(parts), b.identity)...)}
 }
 
 // labelFilters makes the list filters matching every one of labels.

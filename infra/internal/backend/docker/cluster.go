@@ -64,7 +64,7 @@ func (b *Backend) LoadBalancerHostPort(ctx context.Context, cluster backend.Clus
 // ListNodes implements backend.Cluster: the node containers labelled with
 // the cluster, whatever state they are in.
 func (b *Backend) ListNodes(ctx context.Context, cluster backend.ClusterRef) ([]backend.MachineRef, error) {
-	items, err := b.listContainers(ctx, clusterLabels(cluster))
+	items, err := b.listContainers(ctx, b.clusterLabels(cluster))
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (b *Backend) ListNodes(ctx context.Context, cluster backend.ClusterRef) ([]
 // on that the backend created and that are now empty.
 func (b *Backend) DeleteCluster(ctx context.Context, cluster backend.ClusterRef) error {
 	log := ctrl.LoggerFrom(ctx)
-	items, err := b.listContainers(ctx, clusterLabels(cluster))
+	items, err := b.listContainers(ctx, b.clusterLabels(cluster))
 	if err != nil {
 		return err
 	}
@@ -102,11 +102,9 @@ func (b *Backend) DeleteCluster(ctx context.Context, cluster backend.ClusterRef)
 	}
 	// Networks this cluster created are removed too when empty, also when
 	// an earlier DeleteCluster removed the containers and then failed.
-	created, err := b.client.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(map[string]string{
-		LabelCreatedBy:        CreatedByValue,
-		LabelClusterNamespace: cluster.Namespace,
-		LabelClusterName:      cluster.Name,
-	})})
+	own := b.clusterLabels(cluster)
+	own[LabelCreatedBy] = CreatedByValue
+	created, err := b.client.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(own)})
 	if err != nil {
 		return fmt.Errorf("failed to list networks: %w", err)
 	}

@@ -31,6 +31,20 @@
 // duplicate a node. DeleteCluster removes every container with the cluster's
 // labels, leftovers included.
 //
+// # One Engine, several management clusters
+//
+// Every container and network the backend creates also carries
+// LabelManagementCluster with Options.ManagementCluster (the infra module
+// sets it to the management cluster's kube-system namespace UID, or a
+// flag), and every lookup (nodes, load balancer, adoption of a taken name,
+// ListNodes, DeleteCluster and the networks it removes) is narrowed to it.
+// Two management clusters on one Engine (two `dev` runs, or `dev` and the
+// tests) with the same namespace and cluster names thus never see, adopt or
+// delete each other's objects: when the plain container name is taken by
+// the other's, the fallback name is hashed with the identity. A network is
+// shared by name, as a user's network is; only the backend that created it
+// removes it, once no container is attached.
+//
 // # The control-plane endpoint
 //
 // ReconcileCluster reports the load balancer container's address on the

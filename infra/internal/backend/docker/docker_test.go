@@ -431,6 +431,85 @@ func TestDeleteClusterKeepsNetworksItDidNotCreate(t *testing.T) {
 	g.Expect(n.Labels).NotTo(HaveKey(LabelCreatedBy))
 }
 
+// Two management clusters on one Engine (two `dev` runs, dev and the tests)
+// may hold clusters of the same namespace and names on the same network:
+// each finds, lists and deletes only its own containers and networks.
+func TestManagementClustersOnOneEngineDoNotSeeEachOthersObjects(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := testContext(t)
+	defer cancel()
+	suffix := randomSuffix(t)
+	a, b := newTestBackendOf(t, "mgmt-a-"+suffix), newTestBackendOf(t, "mgmt-b-"+suffix)
+	envA := newTestEnv(t, a)
+	envB := &testEnv{b: b, cluster: envA.cluster, network: envA.network}
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := b.DeleteCluster(cctx, envB.cluster); err != nil {
+			t.Errorf("cleanup: failed to delete cluster %v of backend b: %v", envB.cluster, err)
+		}
+	})
+
+	for _, env := range []*testEnv{envA, envB} {
+		_, err := env.b.ReconcileCluster(ctx, env.clusterSpec())
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = env.b.EnsureNode(ctx, env.nodeSpec("cp", true))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := a.EnsureNode(ctx, envA.nodeSpec("worker", false))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	idOf := map[*testEnv]string{envA: a.identity, envB: b.identity}
+	for env, want := range map[*testEnv]int{envA: 3, envB: 2} {
+		items := env.containers(g, ctx, nil)
+		g.Expect(items).To(HaveLen(want), "backend %s sees its own containers only", idOf[env])
+		for _, item := range items {
+			g.Expect(item.Labels).To(HaveKeyWithValue(LabelManagementCluster, idOf[env]))
+		}
+	}
+	g.Expect(envA.nodeContainer(g, ctx, "cp").ID).NotTo(Equal(envB.nodeContainer(g, ctx, "cp").ID))
+	g.Expect(envA.loadBalancer(g, ctx).ID).NotTo(Equal(envB.loadBalancer(g, ctx).ID))
+	nodesA, err := a.ListNodes(ctx, envA.cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodesA).To(ConsistOf(envA.machine("cp"), envA.machine("worker")))
+	nodesB, err := b.ListNodes(ctx, envB.cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodesB).To(ConsistOf(envB.machine("cp")))
+	g.Expect(envA.networkInfo(g, ctx).Name).To(Equal(envA.network))
+	n, _, err := a.findNetwork(ctx, envA.network)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Labels).To(HaveKeyWithValue(LabelManagementCluster, a.identity), "the network carries its creator's identity")
+
+	// b deletes its cluster: a's containers and network stay, running.
+	g.Expect(b.DeleteCluster(ctx, envB.cluster)).To(Succeed())
+	g.Expect(envB.containers(g, ctx, nil)).To(BeEmpty())
+	g.Expect(envA.containers(g, ctx, nil)).To(HaveLen(3))
+	for _, item := range envA.containers(g, ctx, nil) {
+		g.Expect(item.State).To(BeEquivalentTo("running"), "container %v", item.Names)
+	}
+	_, found, err := a.findNetwork(ctx, envA.network)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue(), "b does not remove a's network")
+
+	// a deletes its own: nothing is left, the network included.
+	g.Expect(a.DeleteCluster(ctx, envA.cluster)).To(Succeed())
+	g.Expect(envA.containers(g, ctx, nil)).To(BeEmpty())
+	_, found, err = a.findNetwork(ctx, envA.network)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeFalse())
+}
+
+func TestNewRejectsABadManagementClusterIdentity(t *testing.T) {
+	g := NewWithT(t)
+	for _, id := range []string{"a=b", "a,b", "with space", strings.Repeat("x", 64)} {
+		_, err := New(Options{ManagementCluster: id, Client: &client.Client{}})
+		g.Expect(err).To(MatchError(ContainSubstring("management cluster identity")), "identity %q", id)
+	}
+	g.Expect(ValidateManagementCluster("")).To(Succeed())
+	g.Expect(ValidateManagementCluster("0b7b2a56-52b3-4d4e-9a43-7f2a3c1e7d10")).To(Succeed())
+}
+
 func TestARestartedManagerAdoptsTheContainersItFinds(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)

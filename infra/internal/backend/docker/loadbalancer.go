@@ -26,8 +26,8 @@ import (
 var apiServerPort = network.MustParsePort(strconv.Itoa(APIServerPort) + "/tcp")
 
 // loadBalancerLabels are the labels of a cluster's load balancer.
-func loadBalancerLabels(cluster backend.ClusterRef) map[string]string {
-	l := clusterLabels(cluster)
+func (b *Backend) loadBalancerLabels(cluster backend.ClusterRef) map[string]string {
+	l := b.clusterLabels(cluster)
 	l[LabelRole] = RoleLoadBalancer
 	return l
 }
@@ -44,7 +44,7 @@ func loadBalancerName(cluster backend.ClusterRef) []string {
 // there is none. Were there two (nothing this backend does makes two), the
 // oldest is the load balancer.
 func (b *Backend) findLoadBalancer(ctx context.Context, cluster backend.ClusterRef) (container.InspectResponse, bool, error) {
-	items, err := b.listContainers(ctx, loadBalancerLabels(cluster))
+	items, err := b.listContainers(ctx, b.loadBalancerLabels(cluster))
 	if err != nil {
 		return container.InspectResponse{}, false, err
 	}
@@ -115,7 +115,7 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, spec backend.ClusterSp
 // static address on a network without a user-configured subnet (kind's
 // own network, for one) is dropped: Docker refuses it there.
 func (b *Backend) createLoadBalancer(ctx context.Context, want lbCreate) (container.InspectResponse, error) {
-	labels := loadBalancerLabels(want.cluster)
+	labels := b.loadBalancerLabels(want.cluster)
 	labels[LabelNetwork] = want.network
 	if want.pinned {
 		labels[labelPinned] = "true"
@@ -149,8 +149,8 @@ func (b *Backend) createLoadBalancer(ctx context.Context, want lbCreate) (contai
 		}
 	}
 
-	names := []string{containerName(loadBalancerName(want.cluster)...), hashedName(loadBalancerName(want.cluster)...)}
-	mine := func(l map[string]string) bool { return hasLabels(l, loadBalancerLabels(want.cluster)) }
+	names := b.containerNames(loadBalancerName(want.cluster)...)
+	mine := func(l map[string]string) bool { return hasLabels(l, b.loadBalancerLabels(want.cluster)) }
 	log := ctrl.LoggerFrom(ctx)
 	log.Info("Creating load balancer container", "container", names[0], "image", want.image)
 	create := func(addr netip.Addr) (container.InspectResponse, error) {
@@ -234,7 +234,7 @@ func (b *Backend) startLoadBalancer(ctx context.Context, lb container.InspectRes
 // cluster's control-plane nodes as they are now: the running ones with an
 // address on the load balancer's network.
 func (b *Backend) renderLoadBalancerConfig(ctx context.Context, cluster backend.ClusterRef, lbNetwork string) (string, int, error) {
-	labels := clusterLabels(cluster)
+	labels := b.clusterLabels(cluster)
 	labels[LabelRole] = RoleControlPlane
 	nodes, err := b.listContainers(ctx, labels)
 	if err != nil {

@@ -98,11 +98,8 @@ func (b *Backend) ensureNetwork(ctx context.Context, name string, creator backen
 
 	log := ctrl.LoggerFrom(ctx)
 	log.Info("Creating Docker network", "network", name)
-	labels := map[string]string{
-		LabelCreatedBy:        CreatedByValue,
-		LabelClusterNamespace: creator.Namespace,
-		LabelClusterName:      creator.Name,
-	}
+	labels := b.clusterLabels(creator)
+	labels[LabelCreatedBy] = CreatedByValue
 	probe, err := b.createNetwork(ctx, name, labels, nil)
 	if err != nil {
 		return networkInfo{}, err
@@ -175,8 +172,8 @@ func (b *Backend) existingNetwork(ctx context.Context, name string) (network.Net
 }
 
 // removeNetworkIfUnused removes a network the backend created once no
-// container is attached to it. Networks made by others (kind's, a user's)
-// are never removed.
+// container is attached to it. Networks made by others (kind's, a user's,
+// another management cluster's backend) are never removed.
 func (b *Backend) removeNetworkIfUnused(ctx context.Context, id string) error {
 	b.networkLock.Lock()
 	defer b.networkLock.Unlock()
@@ -188,7 +185,8 @@ func (b *Backend) removeNetworkIfUnused(ctx context.Context, id string) error {
 		}
 		return fmt.Errorf("failed to inspect network %s: %w", id, err)
 	}
-	if ins.Network.Labels[LabelCreatedBy] != CreatedByValue || len(ins.Network.Containers) > 0 {
+	// Another management cluster's network is its to remove.
+	if !hasLabels(ins.Network.Labels, b.ownLabels()) || ins.Network.Labels[LabelCreatedBy] != CreatedByValue || len(ins.Network.Containers) > 0 {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Removing Docker network", "network", ins.Network.Name)

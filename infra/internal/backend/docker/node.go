@@ -17,8 +17,8 @@ import (
 )
 
 // nodeLabels are the labels that find a machine's node container.
-func nodeLabels(machine backend.MachineRef) map[string]string {
-	l := clusterLabels(machine.Cluster)
+func (b *Backend) nodeLabels(machine backend.MachineRef) map[string]string {
+	l := b.clusterLabels(machine.Cluster)
 	l[LabelMachine] = machine.Name
 	return l
 }
@@ -31,7 +31,7 @@ func nodeName(machine backend.MachineRef) []string {
 // none. Were there two (nothing this backend does makes two), the oldest is
 // the node.
 func (b *Backend) findNode(ctx context.Context, machine backend.MachineRef) (container.InspectResponse, bool, error) {
-	items, err := b.listContainers(ctx, nodeLabels(machine))
+	items, err := b.listContainers(ctx, b.nodeLabels(machine))
 	if err != nil {
 		return container.InspectResponse{}, false, err
 	}
@@ -142,7 +142,7 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 		return container.InspectResponse{}, fmt.Errorf("machine %s/%s: %w", m.Cluster.Namespace, m.Name, err)
 	}
 
-	labels := nodeLabels(m)
+	labels := b.nodeLabels(m)
 	labels[LabelNetwork] = n.Name
 	labels[LabelRole] = RoleWorker
 	if spec.ControlPlane {
@@ -186,9 +186,9 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 		}
 	}
 
-	names := []string{containerName(nodeName(m)...), hashedName(nodeName(m)...)}
+	names := b.containerNames(nodeName(m)...)
 	ctrl.LoggerFrom(ctx).Info("Creating node container", "container", names[0], "image", image, "network", n.Name, "failureDomain", spec.FailureDomain)
-	id, err := b.createOrAdopt(ctx, names, opts, func(l map[string]string) bool { return hasLabels(l, nodeLabels(m)) })
+	id, err := b.createOrAdopt(ctx, names, opts, func(l map[string]string) bool { return hasLabels(l, b.nodeLabels(m)) })
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("failed to create node container %s: %w", names[0], err)
 	}
@@ -242,7 +242,7 @@ func (b *Backend) ensureFailureDomainNetwork(ctx context.Context, c container.In
 // DeleteNode removes the machine's node container, if any, and takes a
 // control-plane node out of the load balancer.
 func (b *Backend) DeleteNode(ctx context.Context, machine backend.MachineRef) error {
-	items, err := b.listContainers(ctx, nodeLabels(machine))
+	items, err := b.listContainers(ctx, b.nodeLabels(machine))
 	if err != nil {
 		return err
 	}

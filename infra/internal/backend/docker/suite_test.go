@@ -44,7 +44,15 @@ func testContext(t *testing.T) (context.Context, context.CancelFunc) {
 // The tests fail, never skip, when it or the test images are missing.
 func newTestBackend(t *testing.T) *Backend {
 	t.Helper()
+	return newTestBackendOf(t, "")
+}
+
+// newTestBackendOf is newTestBackend working for the management cluster
+// identity.
+func newTestBackendOf(t *testing.T, identity string) *Backend {
+	t.Helper()
 	b, err := New(Options{
+		ManagementCluster: identity,
 		// The test host may have no /lib/modules; the test node needs none.
 		NodeBinds: []string{},
 		// The project's Docker daemon runs sandboxed and refuses privileged
@@ -136,7 +144,7 @@ func (e *testEnv) machine(name string) backend.MachineRef {
 // containers lists the containers labelled with the test's cluster and the
 // extra labels.
 func (e *testEnv) containers(g Gomega, ctx context.Context, extra map[string]string) []container.Summary {
-	labels := clusterLabels(e.cluster)
+	labels := e.b.clusterLabels(e.cluster)
 	for k, v := range extra {
 		labels[k] = v
 	}
