@@ -6,6 +6,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,10 +66,13 @@ func KeyOf(p v1alpha1.Pool) PoolKey {
 }
 
 func kindOf(p v1alpha1.Pool) string {
-	if _, ok := p.(*v1alpha1.GlobalMonolithIPPool); ok {
-		return v1alpha1.GlobalMonolithIPPoolKind
+	t := reflect.TypeOf(p)
+	for _, k := range v1alpha1.PoolKinds {
+		if reflect.TypeOf(k.New()) == t {
+			return k.Kind
+		}
 	}
-	return v1alpha1.MonolithIPPoolKind
+	return ""
 }
 
 // KeyOfRef returns the key of the pool a reference made from namespace
@@ -78,21 +82,22 @@ func KeyOfRef(ref ipamv1.IPPoolReference, namespace string) (PoolKey, bool) {
 	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Name == "" {
 		return PoolKey{}, false
 	}
-	switch ref.Kind {
-	case v1alpha1.MonolithIPPoolKind:
-		return PoolKey{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
-	case v1alpha1.GlobalMonolithIPPoolKind:
-		return PoolKey{Kind: ref.Kind, Name: ref.Name}, true
+	kind, ok := v1alpha1.PoolKindNamed(ref.Kind)
+	if !ok {
+		return PoolKey{}, false
 	}
-	return PoolKey{}, false
+	key := kind.Key(namespace, ref.Name)
+	return PoolKey{Kind: kind.Kind, Namespace: key.Namespace, Name: key.Name}, true
 }
 
 // NewPool returns an empty object of the key's kind, and its object key.
 func (k PoolKey) NewPool() (v1alpha1.Pool, client.ObjectKey) {
-	if k.Kind == v1alpha1.GlobalMonolithIPPoolKind {
-		return &v1alpha1.GlobalMonolithIPPool{}, client.ObjectKey{Name: k.Name}
+	kind, ok := v1alpha1.PoolKindNamed(k.Kind)
+	if !ok {
+		// Keys come from KeyOf and KeyOfRef, which know only our kinds.
+		kind = v1alpha1.PoolKinds[0]
 	}
-	return &v1alpha1.MonolithIPPool{}, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}
+	return kind.New(), kind.Key(k.Namespace, k.Name)
 }
 
 // Setup registers the indexes on the shared cache.
