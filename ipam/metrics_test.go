@@ -8,7 +8,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/metrics"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/metrics"
 )
 
 func TestPoolUsageAndAllocationLatencyAreExported(t *testing.T) {

@@ -15,11 +15,11 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/ledger"
-	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/claim"
-	"github.com/capi-monolith/capi-monolith/ipam/reconcilers/pool"
-	"github.com/capi-monolith/capi-monolith/ipam/webhooks"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/reconcilers/claim"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/reconcilers/pool"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/webhooks"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/webhooks"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/webhooks"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 

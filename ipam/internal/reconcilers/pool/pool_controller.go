@@ -30,10 +30,10 @@ import (
 	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/ledger"
-	"github.com/capi-monolith/capi-monolith/ipam/metrics"
-	"github.com/capi-monolith/capi-monolith/ipam/records"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/metrics"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/records"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch;update;patch

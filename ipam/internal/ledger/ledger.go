@@ -25,10 +25,10 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-monolith/capi-monolith/ipam/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/records"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/records"
 )
 
 // ErrInvalidPool wraps the reasons a pool's spec cannot be used.

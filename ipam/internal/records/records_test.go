@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 )
 
 func TestRecordNamesAreValidAndCollideExactlyWhenTheyMust(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch

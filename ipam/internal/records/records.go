@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 )
 
 // Name is the record name of addr in the pool key; allowOverlap tells

@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 
 	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
-	"github.com/capi-monolith/capi-monolith/ipam/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/ledger"
-	"github.com/capi-monolith/capi-monolith/ipam/records"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/records"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 )
 
 // Watch keeps the ledger current from the shared cache's allocation record

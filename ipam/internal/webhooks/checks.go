@@ -15,9 +15,9 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/ipam/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 )
 
 // maxListed caps how many addresses or ranges one message lists.

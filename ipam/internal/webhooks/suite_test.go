@@ -10,14 +10,14 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/webhooks"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/webhooks"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
 const (
-	crdPath     = "../../manifests/ipam/crd"
-	webhookPath = "../../manifests/ipam/webhook"
+	crdPath     = "../../../manifests/ipam/crd"
+	webhookPath = "../../../manifests/ipam/webhook"
 	// timeout bounds every wait on the apiserver, the cache or the webhook.
 	timeout = 20 * time.Second
 )

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/capi-monolith/capi-monolith/ipam/allocator"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 )
 
 var (

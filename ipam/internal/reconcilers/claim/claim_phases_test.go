@@ -18,9 +18,9 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/ipam/index"
-	"github.com/capi-monolith/capi-monolith/ipam/ledger"
-	"github.com/capi-monolith/capi-monolith/ipam/records"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
+	"github.com/capi-monolith/capi-monolith/ipam/internal/records"
 )
 
 // fixture is a claim reconciler over a fake client whose record creates go
