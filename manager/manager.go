@@ -91,6 +91,12 @@ func New(ctx context.Context, restConfig *rest.Config, opts Options, mods ...mod
 		Scheme: scheme,
 		Controller: config.Controller{
 			SkipNameValidation: ptr.To(opts.SkipControllerNameValidation),
+			// controller-runtime v0.24's priority queue can deadlock when it
+			// shuts down (kubernetes-sigs/controller-runtime#3538, fixed in
+			// a later release): a worker and the queue wait on each other and
+			// the manager never stops. client-go's workqueue, which the
+			// controllers used before the priority queue, stops cleanly.
+			UsePriorityQueue: ptr.To(false),
 		},
 		Cache: cache.Options{
 			DefaultNamespaces: watchNamespaces,

@@ -6,6 +6,8 @@ package managertest
 
 import (
 	"context"
+	"os"
+	"runtime/pprof"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -59,7 +61,12 @@ func Start(t *testing.T, cfg *rest.Config, opts manager.Options, mods ...modules
 		}
 		stopped = true
 		cancel()
-		g.Expect(<-done).To(Succeed())
+		err := <-done
+		if err != nil {
+			// Which runnable did not stop: the goroutines say.
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		}
+		g.Expect(err).To(Succeed())
 	}
 	t.Cleanup(stop)
 	return stop

@@ -53,6 +53,9 @@ type Reconciler struct {
 	// so that the reconcile caused by the new IPAddress does not write the
 	// same status again before the cache shows the first write.
 	bound sync.Map
+	// outcomes hold what the phases found in the running reconcile of a
+	// claim, for UpdateStatus (claim_status.go) to turn into its status.
+	outcomes sync.Map
 }
 
 // SetupWithManager registers the controller.
@@ -114,10 +117,6 @@ func clusterOf(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClai
 	}
 	return reconcile.ClusterByName(ctx, c, claim.Namespace, name)
 }
-
-// UpdateStatus implements reconcile.Phases; the phases set the claim's Ready
-// condition themselves, as each knows the reason.
-func (r *Reconciler) UpdateStatus(context.Context, *reconcile.Scope[*ipamv1.IPAddressClaim]) {}
 
 func (r *Reconciler) observeLatency(claim types.NamespacedName) {
 	if v, ok := r.firstSeen.LoadAndDelete(claim); ok {

@@ -46,6 +46,7 @@ const (
 func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
+	r.outcomes.Delete(claimKey) // a reconcile that patched nothing left one
 	cid := records.Claim{NamespacedName: claimKey, UID: claim.UID}
 	key, ok := index.KeyOfRef(claim.Spec.PoolRef, claim.Namespace)
 	if !ok {
@@ -86,7 +87,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ip
 
 	requested, err := requestedAddress(claim)
 	if err != nil {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error())
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error())
 		return ctrl.Result{}, nil
 	}
 	rec, res, err := r.take(ctx, claim, cid, pool, key, state, requested)
@@ -104,11 +105,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ip
 		// The address stays the claim's: its record holds it until the
 		// claim goes. The next reconcile creates the IPAddress again, or
 		// finds that this create did commit.
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Failed to create IPAddress for %s", rec.Spec.Address))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Failed to create IPAddress for %s", rec.Spec.Address))
 		return ctrl.Result{}, fmt.Errorf("failed to create IPAddress %s: %w", claimKey, err)
 	}
 	r.observeLatency(claimKey)
-	setBound(claim, address)
+	r.bind(claim, address)
 	r.bound.Store(claimKey, boundWrite{address: address.Name, at: time.Now()})
 	return ctrl.Result{}, nil
 }
@@ -172,10 +173,10 @@ func (r *Reconciler) take(ctx context.Context, claim *ipamv1.IPAddressClaim, cid
 		state.Taken(cid, addr, existing)
 		if requested.IsValid() {
 			if _, released := records.ReusableAfter(existing); released {
-				r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", addr))
+				r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", addr))
 				return nil, ctrl.Result{RequeueAfter: state.GracePeriod()}, nil
 			}
-			r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", addr))
+			r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", addr))
 			return nil, ctrl.Result{}, nil
 		}
 	}
@@ -221,7 +222,7 @@ func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim
 	pool, objKey := key.NewPool()
 	if err := r.Client.Get(ctx, objKey, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.notReady(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s not found", poolName(key)))
+			r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s not found", poolName(key)))
 			return nil, nil, ctrl.Result{}, nil
 		}
 		return nil, nil, ctrl.Result{}, fmt.Errorf("failed to get %s: %w", poolName(key), err)
@@ -231,13 +232,13 @@ func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim
 		return nil, nil, ctrl.Result{}, nil
 	}
 	if !pool.GetDeletionTimestamp().IsZero() && claim.Status.AddressRef.Name == "" {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is being deleted", poolName(key)))
+		r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is being deleted", poolName(key)))
 		return nil, nil, ctrl.Result{}, nil
 	}
 	state, err := r.Ledger.For(ctx, pool)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInvalidPool) {
-			r.notReady(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is not valid: %v", poolName(key), err))
+			r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is not valid: %v", poolName(key), err))
 			return nil, nil, ctrl.Result{}, nil
 		}
 		return nil, nil, ctrl.Result{}, err
@@ -248,7 +249,7 @@ func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim
 func (r *Reconciler) allocationFailed(claim *ipamv1.IPAddressClaim, key index.PoolKey, state *ledger.Pool, err error) ctrl.Result {
 	switch {
 	case errors.Is(err, allocator.ErrExhausted):
-		r.notReady(claim, ipamv1.IPAddressClaimReadyPoolExhaustedReason, fmt.Sprintf("%s has no free address", poolName(key)))
+		r.fail(claim, ipamv1.IPAddressClaimReadyPoolExhaustedReason, fmt.Sprintf("%s has no free address", poolName(key)))
 		// Released addresses wake waiting claims through the IPAddress
 		// watch; cooling-down ones only by time.
 		if at, ok := state.Allocator().NextReusable(); ok {
@@ -256,14 +257,14 @@ func (r *Reconciler) allocationFailed(claim *ipamv1.IPAddressClaim, key index.Po
 		}
 		return ctrl.Result{RequeueAfter: exhaustedRecheck}
 	case errors.Is(err, allocator.ErrInGracePeriod):
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
 		return ctrl.Result{RequeueAfter: state.GracePeriod()}
 	case errors.Is(err, allocator.ErrInUse):
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
 	case errors.Is(err, allocator.ErrNotInPool):
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s cannot be allocated from %s", claim.Annotations[v1alpha1.RequestedAddressAnnotation], poolName(key)))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s cannot be allocated from %s", claim.Annotations[v1alpha1.RequestedAddressAnnotation], poolName(key)))
 	default:
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, "Allocation failed")
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, "Allocation failed")
 	}
 	return ctrl.Result{}
 }
@@ -346,21 +347,21 @@ func upsertOwner(refs []metav1.OwnerReference, ref metav1.OwnerReference) []meta
 // left without owners, and reports the claim bound.
 func (r *Reconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, cid records.Claim, pool v1alpha1.Pool, key index.PoolKey, state *ledger.Pool, address *ipamv1.IPAddress) (ctrl.Result, error) {
 	if address.Spec.ClaimRef.Name != claim.Name {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and belongs to claim %q", address.Name, address.Spec.ClaimRef.Name))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and belongs to claim %q", address.Name, address.Spec.ClaimRef.Name))
 		return ctrl.Result{}, nil
 	}
 	if k, ok := index.KeyOfRef(address.Spec.PoolRef, address.Namespace); !ok || k != key {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and is from another pool", address.Name))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and is from another pool", address.Name))
 		return ctrl.Result{}, nil
 	}
 	addr, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s has no valid address: %q", address.Name, address.Spec.Address))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s has no valid address: %q", address.Name, address.Spec.Address))
 		return ctrl.Result{}, nil
 	}
 	holder, res, err := r.recordOf(ctx, claim, cid, pool, key, state, address, addr)
 	if holder != "" {
-		r.notReady(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Address %s of IPAddress %s is allocated to claim %s", addr, address.Name, holder))
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Address %s of IPAddress %s is allocated to claim %s", addr, address.Name, holder))
 		return res, err
 	}
 	if err != nil || !res.IsZero() {
@@ -377,7 +378,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, ci
 		}
 	}
 	r.observeLatency(client.ObjectKeyFromObject(claim))
-	setBound(claim, address)
+	r.bind(claim, address)
 	return ctrl.Result{}, nil
 }
 
@@ -470,6 +471,7 @@ func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ip
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
 	cid := records.Claim{NamespacedName: claimKey, UID: claim.UID}
+	r.outcomes.Delete(claimKey)
 	r.firstSeen.Delete(claimKey)
 	r.bound.Delete(claimKey)
 	if others := otherFinalizers(claim); len(others) > 0 {
