@@ -66,6 +66,7 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 	ctx := t.Context()
 	var fig figures
 	m := startManager(t)
+	m.pending = func() int { return pendingWork(ctx) }
 
 	// A paused cluster: provisioned first, then paused, and watched through
 	// every kill. A restarted manager must write nothing of it.
@@ -95,11 +96,11 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 	// address seen twice anywhere is a duplicate.
 	clusters := []*chaosCluster{
 		{name: "a", template: "cluster-template.yaml", machines: 4},
-		{name: "ipam-a", template: "cluster-template-ipam.yaml", machines: 3, pool: netip.MustParsePrefix("10.128.20.0/24")},
-		{name: "pool", template: "cluster-template-machinepool.yaml", machines: 1, machinePool: "pool-mp-0", instances: 4,
+		{name: "ipam-a", template: "cluster-template-ipam.yaml", machines: 2, pool: netip.MustParsePrefix("10.128.20.0/24")},
+		{name: "pool", template: "cluster-template-machinepool.yaml", machines: 1, machinePool: "pool-mp-0", instances: 3,
 			vars: map[string]string{"WORKER_MACHINE_COUNT": "2"}},
-		{name: "b", template: "cluster-template.yaml", machines: 2},
-		{name: "ipam-b", template: "cluster-template-ipam.yaml", machines: 2, pool: netip.MustParsePrefix("10.128.21.0/24")},
+		{name: "b", template: "cluster-template.yaml", machines: 4},
+		{name: "ipam-b", template: "cluster-template-ipam.yaml", machines: 4, pool: netip.MustParsePrefix("10.128.21.0/24")},
 	}
 	for _, c := range clusters {
 		if c.pool.IsValid() {
@@ -111,9 +112,11 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 	}
 	fig.clusters = len(clusters) + 1
 
-	// Each step changes what the manager has to do, then the manager is
-	// killed at a random point of doing it and restarted; the steps after
-	// the last scale only kill.
+	// Each step changes what the manager has to do (create a cluster,
+	// scale up, scale down: machines and addresses made and released),
+	// then the manager is killed at a random point of doing it and
+	// restarted. clusters' machines and instances above are the counts
+	// after the last step.
 	steps := []func(){}
 	for _, c := range clusters {
 		steps = append(steps, func() { createCluster(ctx, t, c) })
@@ -122,11 +125,14 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 		func() { scaleMachineDeployment(ctx, g, clusters[0].namespace, "a-md-0", 3) },
 		func() { scaleMachinePool(ctx, g, clusters[2].namespace, clusters[2].machinePool, 4) },
 		func() { scaleMachineDeployment(ctx, g, clusters[1].namespace, "ipam-a-md-0", 2) },
+		func() { scaleMachineDeployment(ctx, g, clusters[3].namespace, "b-md-0", 3) },
+		func() { scaleMachineDeployment(ctx, g, clusters[4].namespace, "ipam-b-md-0", 3) },
+		func() { scaleMachineDeployment(ctx, g, clusters[1].namespace, "ipam-a-md-0", 1) },
+		func() { scaleMachinePool(ctx, g, clusters[2].namespace, clusters[2].machinePool, 3) },
 	)
-	for k := range creationKills {
-		if k < len(steps) {
-			steps[k]()
-		}
+	g.Expect(steps).To(HaveLen(creationKills), "one kill after each step")
+	for _, step := range steps {
+		step()
 		m.killAfterRandomDelay()
 	}
 	t.Logf("%d kills while creating and scaling %d clusters", m.kills, len(clusters))
@@ -199,8 +205,8 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 	fig.killsSurvived = m.kills
 
 	g.Expect(fig.killsSurvived).To(BeNumerically(">=", 10))
-	t.Logf("chaos figures: clusters=%d kills survived=%d (creation %d, deletion %d) objects checked=%d (IPAddresses %d, paused objects %d) duplicate addresses=0 leaks found=%d",
-		fig.clusters, fig.killsSurvived, creationKills, deletionKills, fig.objectsChecked, fig.addressesChecked, fig.pausedObjects, fig.leaks)
+	t.Logf("chaos figures: clusters=%d kills survived=%d (creation %d, deletion %d; %d with work in flight) objects checked=%d (IPAddresses %d, paused objects %d) duplicate addresses=0 leaks found=%d",
+		fig.clusters, fig.killsSurvived, creationKills, deletionKills, m.inFlight, fig.objectsChecked, fig.addressesChecked, fig.pausedObjects, fig.leaks)
 }
 
 // createCluster makes a namespace for c, renders and applies its flavor,
@@ -277,6 +283,35 @@ func leftovers(ctx context.Context, g Gomega, clusters []*chaosCluster) []string
 		}
 	}
 	return out
+}
+
+// pendingWork counts what the manager has yet to finish, read just before
+// a kill: MonolithMachines not provisioned or being deleted, and
+// IPAddressClaims not bound or being deleted. A read error counts as
+// nothing pending: the figure only reports.
+func pendingWork(ctx context.Context) int {
+	n := 0
+	machines, err := list(ctx, monolithMachineGVK, "")
+	if err != nil {
+		return 0
+	}
+	for _, o := range machines {
+		provisioned, _, _ := unstructured.NestedBool(o.Object, "status", "initialization", "provisioned")
+		if !provisioned || o.GetDeletionTimestamp() != nil {
+			n++
+		}
+	}
+	claims, err := list(ctx, ipAddressClaimGVK, "")
+	if err != nil {
+		return n
+	}
+	for _, o := range claims {
+		bound, _, _ := unstructured.NestedString(o.Object, "status", "addressRef", "name")
+		if bound == "" || o.GetDeletionTimestamp() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func withOurFinalizers(objs []unstructured.Unstructured) []string {

@@ -59,9 +59,9 @@ var clusterKinds = []schema.GroupVersionKind{
 	ipAddressClaimGVK, ipAddressGVK,
 }
 
-// templateVars are the clusterctl variables every flavor gets. Short
-// simulated delays keep machines in flight long enough for kills to land
-// mid-provisioning.
+// templateVars are the clusterctl variables every flavor gets. The
+// simulated delays keep machines in flight for about as long as the kill
+// delays, so that most kills land mid-provisioning.
 func templateVars(namespace, name string) map[string]string {
 	return map[string]string{
 		"CLUSTER_NAME":                name,
@@ -69,8 +69,8 @@ func templateVars(namespace, name string) map[string]string {
 		"KUBERNETES_VERSION":          kubernetesVersion,
 		"CONTROL_PLANE_MACHINE_COUNT": "1",
 		"WORKER_MACHINE_COUNT":        "1",
-		"MONOLITH_PROVISIONING_DELAY": "500ms",
-		"MONOLITH_BOOTSTRAP_DELAY":    "500ms",
+		"MONOLITH_PROVISIONING_DELAY": "2s",
+		"MONOLITH_BOOTSTRAP_DELAY":    "1s",
 	}
 }
 

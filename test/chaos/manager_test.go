@@ -27,7 +27,12 @@ type manager struct {
 	dir    string
 	starts int
 	kills  int
-	p      *process.Process
+	// inFlight counts the kills that landed while work was pending
+	// (pending reports some): the suite's evidence that the kills hit
+	// the manager mid-flow, not between flows.
+	inFlight int
+	pending  func() int
+	p        *process.Process
 }
 
 // startManager builds the binary and starts it; the test's cleanup stops it.
@@ -82,6 +87,9 @@ func (m *manager) killAfterRandomDelay() {
 	case <-time.After(delay):
 	case <-m.t.Context().Done():
 		return
+	}
+	if m.pending != nil && m.pending() > 0 {
+		m.inFlight++
 	}
 	m.killAndRestart()
 }
