@@ -119,6 +119,10 @@ fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server,
 test-e2e: envtest-assets capi-core docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
 
+.PHONY: test-chaos
+test-chaos: envtest-assets capi-core docker-test-images image ## Run the chaos suite (test/chaos, build tag chaos; not part of make test): clusters created, scaled and deleted while the manager is SIGKILLed.
+	go test -tags chaos -count=1 -timeout 30m ./test/chaos/ -v
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
