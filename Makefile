@@ -151,7 +151,7 @@ bench-ipam: envtest-assets ## Benchmark IPAM claim fulfilment against envtest (a
 	go run ./test/bench/ipam $(BENCH_IPAM_ARGS)
 
 .PHONY: bench-hooks
-bench-hooks: ## Benchmark runtime hooks over TLS: lifecycle calls/s and p50/p99 at 500 calls/s, GeneratePatches on 50 MDs (args: BENCH_HOOKS_ARGS).
+bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in the manager, against envtest): lifecycle calls/s and p50/p99 at 500 calls/s, GeneratePatches on 50 MDs (args: BENCH_HOOKS_ARGS).
 	go run ./test/bench/hooks $(BENCH_HOOKS_ARGS)
 
 ##@ Release

@@ -32,10 +32,10 @@ import (
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/registration"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 // extensionName is the ExtensionConfig the suite registers.
@@ -296,7 +296,7 @@ func TestCoreCallsOurHooksThroughAClusterLifecycle(t *testing.T) {
 	t.Log("Deletion is held by the annotation until it is removed")
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
 	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Annotations = map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"}
+	cluster.Annotations = map[string]string{rtxapi.HoldAnnotation: "BeforeClusterDelete"}
 	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
 	deleteRetries := testutil.ToFloat64(record.Calls.WithLabelValues("BeforeClusterDelete", record.OutcomeRetry))
 	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
@@ -313,7 +313,7 @@ func TestCoreCallsOurHooksThroughAClusterLifecycle(t *testing.T) {
 	g.Expect(monolithCluster(ctx, cluster)).Error().NotTo(HaveOccurred(), "nothing was deleted while held")
 
 	patch = client.MergeFrom(got.DeepCopy())
-	delete(got.Annotations, lifecycle.HoldAnnotation)
+	delete(got.Annotations, rtxapi.HoldAnnotation)
 	g.Expect(env.Client.Patch(ctx, got, patch)).To(Succeed())
 	g.Eventually(func() bool {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
@@ -392,7 +392,7 @@ func TestRegistrationCreatesAMissingExtensionConfigAndNeverChangesIt(t *testing.
 	g.Expect(ec.Spec.ClientConfig.Service.Name).To(Equal("capi-monolith-webhook-service"))
 	g.Expect(ec.Spec.ClientConfig.Service.Port).To(Equal(ptr.To[int32](443)))
 	// By default only namespaces that opt in are selected.
-	g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{registration.NamespaceOptInLabel: "true"}))
+	g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{rtxapi.NamespaceOptInLabel: "true"}))
 	g.Expect(ec.Spec.NamespaceSelector.MatchExpressions).To(BeEmpty())
 
 	// Everything an admin changes survives the next start: the registrar
@@ -518,7 +518,7 @@ func TestCoreAsksOurUpgradePlanWhenTheVersionJumpsMinors(t *testing.T) {
 	successes := testutil.ToFloat64(record.Calls.WithLabelValues("GenerateUpgradePlan", record.OutcomeSuccess))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
 	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Annotations = map[string]string{lifecycle.HoldAnnotation: "BeforeClusterUpgrade"}
+	cluster.Annotations = map[string]string{rtxapi.HoldAnnotation: "BeforeClusterUpgrade"}
 	cluster.Spec.Topology.Variables = append(cluster.Spec.Topology.Variables, clusterVar(variables.UpgradeVersions, []string{"v1.34.2"}))
 	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
 	g.Eventually(func() float64 {
@@ -538,7 +538,7 @@ func TestCoreAsksOurUpgradePlanWhenTheVersionJumpsMinors(t *testing.T) {
 	t.Log("Lifting the hold: the control plane moves to the first step of our plan")
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
 	patch = client.MergeFrom(cluster.DeepCopy())
-	delete(cluster.Annotations, lifecycle.HoldAnnotation)
+	delete(cluster.Annotations, rtxapi.HoldAnnotation)
 	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
 	g.Eventually(cpVersion).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Equal("v1.34.2"), "core output:\n%s", core.Output())
 	g.Eventually(func() ([]string, error) { return events(ctx, ns.Name, cluster.Name, "BeforeControlPlaneUpgrade") }).

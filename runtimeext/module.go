@@ -26,11 +26,11 @@ import (
 
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/modules"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/registration"
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
-	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/registration"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/serving"
 )
 
 // Name is the value of --enable-modules that turns this module on.
@@ -45,9 +45,9 @@ const EventSource = "capi-monolith-runtimeext"
 
 // Options are the runtimeext module's settings.
 type Options struct {
-	// Registration is the ExtensionConfig the module registers at start-up;
-	// an empty Registration.Name registers none.
-	Registration registration.Options
+	// Registration is the ExtensionConfig --runtimeext-self-register
+	// creates; an empty Registration.Name registers none.
+	Registration RegistrationOptions
 	// SelfRegister creates the ExtensionConfig at start-up when it is
 	// missing (never changing an existing one); off, the admin applies it.
 	SelfRegister bool
@@ -56,9 +56,38 @@ type Options struct {
 	ClientCAFile string
 }
 
+// RegistrationOptions describe the ExtensionConfig the module creates when
+// self-registration is on.
+type RegistrationOptions struct {
+	// Name of the ExtensionConfig; empty means do not register.
+	Name string
+	// ServiceName and ServicePort are the Service in $POD_NAMESPACE that
+	// fronts the webhook port.
+	ServiceName string
+	ServicePort int32
+	// CASecret is the serving certificate Secret in $POD_NAMESPACE whose
+	// ca.crt Cluster API injects.
+	CASecret string
+	// NamespaceSelector is a label selector of the namespaces whose
+	// Clusters the hooks apply to; empty means all.
+	NamespaceSelector string
+}
+
+// registration returns the registrar's options, in namespace.
+func (o RegistrationOptions) registration(namespace string) registration.Options {
+	return registration.Options{
+		Name:              o.Name,
+		Namespace:         namespace,
+		ServiceName:       o.ServiceName,
+		ServicePort:       o.ServicePort,
+		CASecret:          o.CASecret,
+		NamespaceSelector: o.NamespaceSelector,
+	}
+}
+
 // DefaultOptions returns the options the flags default to.
 func DefaultOptions() Options {
-	return Options{Registration: registration.Options{
+	return Options{Registration: RegistrationOptions{
 		Name:        registration.DefaultName,
 		ServiceName: registration.DefaultServiceName,
 		ServicePort: registration.DefaultServicePort,
@@ -136,7 +165,7 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
 	mgr := shared.Manager
 	log := ctrl.LoggerFrom(ctx)
-	if err := m.opts.Registration.Validate(); err != nil {
+	if err := m.opts.Registration.registration("").Validate(); err != nil {
 		return err
 	}
 	srv, ok := serving.FromManager(mgr)
@@ -171,16 +200,15 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 
 func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready healthz.Checker) error {
 	log := ctrl.LoggerFrom(ctx)
-	opts := m.opts.Registration
 	if !m.opts.SelfRegister {
 		log.V(1).Info("Not registering an ExtensionConfig: --runtimeext-self-register is off")
 		return nil
 	}
-	if opts.Name == "" {
+	if m.opts.Registration.Name == "" {
 		log.Info("Not registering an ExtensionConfig: --runtimeext-extension-config-name is empty")
 		return nil
 	}
-	opts.Namespace = os.Getenv(NamespaceEnv)
+	opts := m.opts.Registration.registration(os.Getenv(NamespaceEnv))
 	if opts.Namespace == "" {
 		log.Info("Not registering an ExtensionConfig: " + NamespaceEnv + " is not set")
 		return nil

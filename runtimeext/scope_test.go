@@ -19,7 +19,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
+	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -49,7 +49,7 @@ func TestHooksHonourTheWatchFilter(t *testing.T) {
 	// and sent as core sends them, with their UIDs.
 	create := func(name string, labels map[string]string) *clusterv1.Cluster {
 		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: labels,
-			Annotations: map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"}},
+			Annotations: map[string]string{rtxapi.HoldAnnotation: "BeforeClusterDelete"}},
 			Spec: clusterv1.ClusterSpec{Paused: ptr.To(false), InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "MonolithCluster", Name: name}}}
 		g.Expect(env.Client.Create(ctx, c)).To(Succeed())

@@ -25,7 +25,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/modules"
 	"github.com/capi-monolith/capi-monolith/runtimeext"
-	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/serving"
 	"github.com/capi-monolith/capi-monolith/test/capicore"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 	"github.com/capi-monolith/capi-monolith/test/managertest"

@@ -7,11 +7,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	dto "github.com/prometheus/client_model/go"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
@@ -19,8 +19,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
+	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
 )
 
 // holdObservation is how long a held deletion is watched to stay held.
@@ -103,7 +102,7 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 			"name":  "monolithAddressPools",
 			"value": []any{map[string]any{"kind": "MonolithIPPool", "name": "nodes"}},
 		}), "spec", "topology", "variables")).To(Succeed())
-		c.SetAnnotations(map[string]string{lifecycle.HoldAnnotation: "BeforeClusterDelete"})
+		c.SetAnnotations(map[string]string{rtxapi.HoldAnnotation: "BeforeClusterDelete"})
 		apply(ctx, cluster)
 	})
 
@@ -148,7 +147,7 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 
 		Expect(env.Client.Get(ctx, key, cluster)).To(Succeed())
 		base := cluster.DeepCopy()
-		delete(cluster.Annotations, lifecycle.HoldAnnotation)
+		delete(cluster.Annotations, rtxapi.HoldAnnotation)
 		Expect(env.Client.Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Client.Get(ctx, key, &clusterv1.Cluster{}))
@@ -180,14 +179,28 @@ func hookEvents(ctx context.Context, namespace, cluster string) ([]string, error
 	return reasons, nil
 }
 
-// hookCalls is how many calls of hook the extension answered, from its
-// own metric (the extension runs in this process).
+// hookCallsMetric is the extension's counter of answered hook calls, by hook
+// and outcome (docs/runtimeext.md).
+const hookCallsMetric = "capi_monolith_runtimeext_hook_calls_total"
+
+// hookCalls is how many calls of hook the extension answered, whatever the
+// outcome, read from the metrics registry the manager serves (the
+// extension runs in this process).
 func hookCalls(hook string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
 	var total float64
-	for _, outcome := range []string{record.OutcomeSuccess, record.OutcomeRetry, record.OutcomeFailure} {
-		m := &dto.Metric{}
-		Expect(record.Calls.WithLabelValues(hook, outcome).Write(m)).To(Succeed())
-		total += m.GetCounter().GetValue()
+	for _, f := range families {
+		if f.GetName() != hookCallsMetric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "hook" && l.GetValue() == hook {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
 	}
 	return total
 }

@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -26,10 +26,13 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/certs"
 	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
+	"github.com/capi-monolith/capi-monolith/manager"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 )
+
+// benchNamespace is the namespace of the Cluster the requests name.
+const benchNamespace = "bench"
 
 // Config sizes one run.
 type Config struct {
@@ -63,14 +66,15 @@ type Result struct {
 func Measure(ctx context.Context, cfg Config) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	url, client, stop, err := startServer(ctx)
+	srv, stop, err := startServer(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
+	url, client := srv.url, srv.client
 
 	var res Result
-	bcc, err := json.Marshal(beforeClusterCreate())
+	bcc, err := json.Marshal(beforeClusterCreate(srv.cluster))
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,58 +98,126 @@ func Measure(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-func startServer(ctx context.Context) (string, *http.Client, func(), error) {
+// server is a running runtime extension.
+type server struct {
+	url    string
+	client *http.Client
+	// cluster is the stored Cluster the requests are about.
+	cluster *clusterv1.Cluster
+}
+
+// startServer starts what users run: an apiserver (envtest, with the ipam
+// module's pool kinds so that the capacity gate reads real, empty pools), and
+// the binary's manager with the runtimeext module alone, its webhook server
+// on loopback with a serving certificate of a fresh CA. The requests'
+// Cluster is stored, as the hooks act only on stored Clusters. The client
+// trusts the CA, as Cluster API's runtime client does.
+func startServer(ctx context.Context) (*server, func(), error) {
+	env, err := harness.StartEnvironment(ctx, harness.EnvOptions{CRDDirs: []string{"manifests/ipam/crd"}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to start the apiserver: %w", err)
+	}
+	var cleanups []func()
+	cleanup := func() {
+		for _, c := range slices.Backward(cleanups) {
+			c()
+		}
+	}
+	cleanups = append(cleanups, func() { _ = env.Stop() })
+	fail := func(err error) (*server, func(), error) {
+		cleanup()
+		return nil, nil, err
+	}
+	// The namespace of the Cluster the requests name, so that its Events
+	// are stored as in production.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+		return fail(fmt.Errorf("failed to create namespace %s: %w", benchNamespace, err))
+	}
+	cluster := benchCluster()
+	if err := env.Client.Create(ctx, cluster); err != nil {
+		return fail(fmt.Errorf("failed to create the Cluster the requests name: %w", err))
+	}
 	ca, err := certs.NewCA("bench-hooks")
 	if err != nil {
-		return "", nil, nil, err
+		return fail(err)
 	}
 	pair, err := ca.Serving()
 	if err != nil {
-		return "", nil, nil, err
+		return fail(err)
 	}
 	dir, err := os.MkdirTemp("", "bench-hooks-")
 	if err != nil {
-		return "", nil, nil, err
+		return fail(err)
 	}
+	cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
 	if err := pair.Write(dir, ca); err != nil {
-		return "", nil, nil, err
+		return fail(err)
 	}
 	port, err := ports.One()
 	if err != nil {
-		return "", nil, nil, err
+		return fail(err)
 	}
-	srv, err := serving.New(serving.Options{Webhook: webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}})
+	opts := manager.DefaultOptions(runtimeext.Name)
+	opts.EnableModules = []string{runtimeext.Name}
+	opts.HealthAddr = "0"
+	opts.Diagnostics.DiagnosticsAddress = "0"
+	opts.Diagnostics.InsecureDiagnostics = true
+	opts.WebhookHost = "127.0.0.1"
+	opts.WebhookPort = port
+	opts.WebhookCertDir = dir
+	mgr, err := manager.New(ctx, env.Config, opts, runtimeext.New(runtimeext.DefaultOptions()))
 	if err != nil {
-		return "", nil, nil, err
+		return fail(fmt.Errorf("failed to build the manager: %w", err))
 	}
-	// Metrics are recorded as in production; Events need an apiserver and
-	// are left out.
-	list, err := handlers.List(handlers.Options{Recorder: &record.Recorder{}})
-	if err != nil {
-		return "", nil, nil, err
-	}
-	if err := serving.AddHandlers(srv, list); err != nil {
-		return "", nil, nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
+	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Start(sctx) }()
-	stop := func() { cancel(); <-done; os.RemoveAll(dir) }
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.StartedChecker()(nil) != nil {
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, nil, errors.New("the server did not start within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	go func() { done <- mgr.Start(mctx) }()
+	cleanups = append(cleanups, func() { cancel(); <-done })
+
 	// Like Cluster API's runtime client: TLS with the CA bundle, HTTP/2.
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 64,
 	}
-	return fmt.Sprintf("https://127.0.0.1:%d", port), &http.Client{Transport: tr, Timeout: 30 * time.Second}, stop, nil
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := waitForDiscovery(ctx, c, url, done); err != nil {
+		return fail(err)
+	}
+	return &server{url: url, client: c, cluster: cluster}, cleanup, nil
+}
+
+// waitForDiscovery polls the Runtime SDK discovery endpoint until it
+// answers, the manager stops, or 60 s pass.
+func waitForDiscovery(ctx context.Context, c *http.Client, url string, stopped <-chan error) error {
+	body := []byte(`{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"DiscoveryRequest"}`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		select {
+		case stopErr := <-stopped:
+			return fmt.Errorf("the manager stopped before serving hooks: %w", stopErr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the hook server did not answer discovery within 60s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func call(ctx context.Context, c *http.Client, url string, body []byte) (time.Duration, error) {
@@ -223,14 +295,20 @@ func summarize(lat []time.Duration) Latencies {
 	return Latencies{Calls: len(s), P50: pct(0.50), P99: pct(0.99), Max: s[len(s)-1]}
 }
 
-func beforeClusterCreate() *runtimehooksv1.BeforeClusterCreateRequest {
-	req := &runtimehooksv1.BeforeClusterCreateRequest{Cluster: clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench", UID: "u", Annotations: map[string]string{"example.com/a": "b"}},
+// benchCluster is the Cluster the lifecycle requests are about.
+func benchCluster() *clusterv1.Cluster {
+	return &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench", Annotations: map[string]string{"example.com/a": "b"}},
 		Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{
 			ClassRef: clusterv1.ClusterClassRef{Name: "monolith"}, Version: "v1.35.0",
 			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](3)},
 		}},
-	}}
+	}
+}
+
+// beforeClusterCreate is the request Cluster API sends about cluster.
+func beforeClusterCreate(cluster *clusterv1.Cluster) *runtimehooksv1.BeforeClusterCreateRequest {
+	req := &runtimehooksv1.BeforeClusterCreateRequest{Cluster: *cluster.DeepCopy()}
 	req.SetGroupVersionKind(runtimehooksv1.GroupVersion.WithKind("BeforeClusterCreateRequest"))
 	req.Settings = map[string]string{"retryAfterSeconds": "30"}
 	return req

@@ -1,7 +1,7 @@
 // Command hooks is the runtime extension benchmark (`make bench-hooks`). It
-// serves every hook with the runtimeext module's real server (Cluster API's
-// exp/runtime/server behind our guard, TLS on loopback, the module's
-// handlers) and measures, as Cluster API's client calls it:
+// runs the runtimeext module as users do (the binary's manager against an
+// envtest apiserver, Cluster API's exp/runtime/server behind our guard, TLS
+// on loopback) and measures, as Cluster API's client calls it:
 //
 //	(a) a lifecycle hook (BeforeClusterCreate) at a fixed offered rate
 //	    (-rate, default 500 calls/s, open loop: a call is sent every 1/rate
@@ -114,8 +114,9 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, loads []string, t
 		"load average at the start of each run: %s. Tail latencies are sensitive to other work on the machine.\n\n",
 		m.Date.Format(time.RFC3339), m.Arch, m.CPUs, m.GoVersion, m.Commit, cfg.Runs, strings.Join(loads, "; "))
 	fmt.Fprintf(w, "Lifecycle: %.0f calls/s offered for %s over TLS on loopback (HTTP/2, Cluster API's client settings). "+
-		"The lifecycle handler runs the guard, settings, hold policy and metrics as in production; the IP capacity gate has no pool to read "+
-		"and Events are not recorded (no apiserver). Client and server share the process and its 2 CPUs. "+
+		"The runtimeext module runs in the binary's manager against an envtest apiserver; the requests name a stored Cluster, so the "+
+		"lifecycle handler runs the guard, the stored-Cluster lookup, settings, the hold and capacity policies, metrics and Events as in production. "+
+		"Client, server and apiserver share the machine's CPUs. "+
 		"GeneratePatches: %d calls, one after another, on a topology of %d machine deployments.\n\n",
 		cfg.Rate, cfg.Duration, cfg.PatchCalls, cfg.MachineDeployments)
 	return t.WriteMarkdown(w)

@@ -15,7 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
 )
 
 // Outcomes of a call, the values of the outcome label.

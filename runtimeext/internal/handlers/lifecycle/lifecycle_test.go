@@ -22,10 +22,11 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/lifecycle"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 func cluster(annotations map[string]string, vars ...clusterv1.ClusterVariable) clusterv1.Cluster {
@@ -94,7 +95,7 @@ func TestHold(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			h, rec := newHandlers(t)
-			req := &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: cluster(map[string]string{lifecycle.HoldAnnotation: tt.annotation})}
+			req := &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: cluster(map[string]string{rtxapi.HoldAnnotation: tt.annotation})}
 			req.Settings = tt.settings
 			resp := &runtimehooksv1.BeforeClusterDeleteResponse{}
 			h.BeforeClusterDelete(context.Background(), req, resp)
@@ -111,7 +112,7 @@ func TestHold(t *testing.T) {
 func TestEveryBlockingHookCanBeHeld(t *testing.T) {
 	g := NewWithT(t)
 	h, _ := newHandlers(t)
-	c := cluster(map[string]string{lifecycle.HoldAnnotation: "BeforeClusterCreate,BeforeClusterUpgrade,BeforeControlPlaneUpgrade,AfterControlPlaneUpgrade,BeforeWorkersUpgrade,AfterWorkersUpgrade,AfterClusterUpgrade,BeforeClusterDelete"})
+	c := cluster(map[string]string{rtxapi.HoldAnnotation: "BeforeClusterCreate,BeforeClusterUpgrade,BeforeControlPlaneUpgrade,AfterControlPlaneUpgrade,BeforeWorkersUpgrade,AfterWorkersUpgrade,AfterClusterUpgrade,BeforeClusterDelete"})
 	ctx := context.Background()
 	retries := map[string]int32{}
 	{
@@ -261,7 +262,7 @@ func TestEveryCallIsCountedByHookAndOutcome(t *testing.T) {
 	h, _ := newHandlers(t)
 	before := testutil.ToFloat64(record.Calls.WithLabelValues("BeforeClusterUpgrade", record.OutcomeRetry))
 	beforeOK := testutil.ToFloat64(record.Calls.WithLabelValues("BeforeClusterUpgrade", record.OutcomeSuccess))
-	held := cluster(map[string]string{lifecycle.HoldAnnotation: "BeforeClusterUpgrade"})
+	held := cluster(map[string]string{rtxapi.HoldAnnotation: "BeforeClusterUpgrade"})
 	h.BeforeClusterUpgrade(context.Background(), &runtimehooksv1.BeforeClusterUpgradeRequest{Cluster: held}, &runtimehooksv1.BeforeClusterUpgradeResponse{})
 	h.BeforeClusterUpgrade(context.Background(), &runtimehooksv1.BeforeClusterUpgradeRequest{Cluster: cluster(nil)}, &runtimehooksv1.BeforeClusterUpgradeResponse{})
 	g.Expect(testutil.ToFloat64(record.Calls.WithLabelValues("BeforeClusterUpgrade", record.OutcomeRetry))).To(Equal(before + 1))
@@ -271,7 +272,7 @@ func TestEveryCallIsCountedByHookAndOutcome(t *testing.T) {
 
 func TestHeldParsesTheAnnotation(t *testing.T) {
 	g := NewWithT(t)
-	c := cluster(map[string]string{lifecycle.HoldAnnotation: " BeforeClusterDelete ,, BeforeClusterUpgrade"})
+	c := cluster(map[string]string{rtxapi.HoldAnnotation: " BeforeClusterDelete ,, BeforeClusterUpgrade"})
 	g.Expect(lifecycle.Held(&c)).To(Equal([]string{"BeforeClusterDelete", "BeforeClusterUpgrade"}))
 	g.Expect(strings.Join(lifecycle.Held(&clusterv1.Cluster{}), "")).To(BeEmpty())
 }
@@ -296,7 +297,7 @@ func TestAPoolThatCannotBeReadFailsWithoutTheUnderlyingError(t *testing.T) {
 // (success, nothing held, no capacity wait) and no Event; one inside is
 // handled as always.
 func TestClustersOutsideTheScopeGetTheNeutralAnswerAndNoEvent(t *testing.T) {
-	held := map[string]string{lifecycle.HoldAnnotation: "BeforeClusterCreate,BeforeClusterDelete,AfterControlPlaneInitialized"}
+	held := map[string]string{rtxapi.HoldAnnotation: "BeforeClusterCreate,BeforeClusterDelete,AfterControlPlaneInitialized"}
 	pools := variable(variables.AddressPools, []variables.PoolRef{{Kind: variables.PoolKind, Name: "nodes"}})
 	mine := map[string]string{clusterv1.WatchLabel: "mine"}
 	tests := []struct {

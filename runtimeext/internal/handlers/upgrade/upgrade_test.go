@@ -11,8 +11,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/upgrade"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/upgrade"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 func TestGenerateUpgradePlan(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 type beforeClusterCreate = func(context.Context, *runtimehooksv1.BeforeClusterCreateRequest, *runtimehooksv1.BeforeClusterCreateResponse)

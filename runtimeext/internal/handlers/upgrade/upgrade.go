@@ -15,10 +15,10 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
-	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/settings"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 // Handlers answer GenerateUpgradePlan.

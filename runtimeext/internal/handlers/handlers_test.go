@@ -9,7 +9,7 @@ import (
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers"
 )
 
 // An outage of the extension must not stop what does not wait for it: a

@@ -11,8 +11,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/settings"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 // capacity blocks while a pool the topology takes addresses from has fewer

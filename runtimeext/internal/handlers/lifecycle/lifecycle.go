@@ -15,13 +15,11 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
-	"github.com/capi-monolith/capi-monolith/runtimeext/settings"
+	"github.com/capi-monolith/capi-monolith/runtimeext/api"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/settings"
 )
-
-// HoldAnnotation lists the hooks held on a Cluster, comma-separated.
-const HoldAnnotation = "runtime.capi-monolith.dev/hold"
 
 // Handlers answer the lifecycle hooks.
 type Handlers struct {
@@ -141,7 +139,7 @@ func (h *Handlers) nonBlocking(ctx context.Context, hook string, cluster *cluste
 
 // Held returns the hooks the hold annotation of cluster lists.
 func Held(cluster *clusterv1.Cluster) []string {
-	v, ok := cluster.GetAnnotations()[HoldAnnotation]
+	v, ok := cluster.GetAnnotations()[api.HoldAnnotation]
 	if !ok {
 		return nil
 	}
@@ -157,7 +155,7 @@ func Held(cluster *clusterv1.Cluster) []string {
 func hold(hook string) policy {
 	return func(_ context.Context, cluster *clusterv1.Cluster, _ settings.Settings) (string, error) {
 		if slices.ContainsFunc(Held(cluster), func(h string) bool { return strings.EqualFold(h, hook) }) {
-			return fmt.Sprintf("%s is held by the %s annotation on the Cluster; remove %s from it to proceed", hook, HoldAnnotation, hook), nil
+			return fmt.Sprintf("%s is held by the %s annotation on the Cluster; remove %s from it to proceed", hook, api.HoldAnnotation, hook), nil
 		}
 		return "", nil
 	}

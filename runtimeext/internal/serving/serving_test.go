@@ -26,8 +26,8 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/dev/certs"
 	"github.com/capi-monolith/capi-monolith/dev/ports"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
-	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/serving"
 )
 
 const hooksBase = "/hooks.runtime.cluster.x-k8s.io/v1alpha1/"

@@ -12,8 +12,8 @@ import (
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers"
-	"github.com/capi-monolith/capi-monolith/runtimeext/serving"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/serving"
 )
 
 // hookPaths are the paths the fuzzer picks from: every handler, discovery,

@@ -14,7 +14,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/inplace"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/inplace"
 )
 
 func machine(b infrav1.MachineBackend) runtime.RawExtension {

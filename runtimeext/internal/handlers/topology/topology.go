@@ -19,8 +19,8 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	mpv1 "github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 // ipamGroup is the API group of the ipam module's pools.

@@ -8,7 +8,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
 )
 
 func TestCovers(t *testing.T) {

@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	"github.com/capi-monolith/capi-monolith/runtimeext/api"
 )
 
 // Defaults of the registration flags.
@@ -42,10 +44,8 @@ const (
 	DefaultServicePort = 443
 	DefaultCASecret    = "capi-monolith-webhook-service-cert"
 	FieldOwner         = "capi-monolith-runtimeext"
-	// NamespaceOptInLabel is the label a namespace carries to have its
-	// Clusters' hooks called; DefaultNamespaceSelector selects it.
-	NamespaceOptInLabel      = "runtime.capi-monolith.dev/enabled"
-	DefaultNamespaceSelector = NamespaceOptInLabel + "=true"
+	// DefaultNamespaceSelector selects the namespaces that opt in.
+	DefaultNamespaceSelector = api.NamespaceOptInLabel + "=true"
 	InjectCAAnnotation       = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
 	defaultInitialDelay      = time.Second
 	defaultMaxRetryDelay     = time.Minute

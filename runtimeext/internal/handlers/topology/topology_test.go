@@ -16,8 +16,8 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	mpv1 "github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/topology"
-	"github.com/capi-monolith/capi-monolith/runtimeext/variables"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/topology"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/variables"
 )
 
 func raw(t *testing.T, obj runtime.Object) runtime.RawExtension {

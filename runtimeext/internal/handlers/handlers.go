@@ -11,12 +11,12 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/inplace"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/lifecycle"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/topology"
-	"github.com/capi-monolith/capi-monolith/runtimeext/handlers/upgrade"
-	"github.com/capi-monolith/capi-monolith/runtimeext/record"
-	"github.com/capi-monolith/capi-monolith/runtimeext/scope"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/inplace"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/lifecycle"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/topology"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/handlers/upgrade"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/record"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
 )
 
 // Options are what the handlers need.
