@@ -207,6 +207,19 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured) (*unstructur
 		return nil, apierrors.NewAlreadyExists(res.GroupResource(), obj.GetName())
 	}
 
+	if res == Namespaces {
+		// What kube-apiserver's namespace registry sets on every namespace.
+		if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "" {
+			_ = unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		}
+		lbls := obj.GetLabels()
+		if lbls == nil {
+			lbls = map[string]string{}
+		}
+		lbls["kubernetes.io/metadata.name"] = obj.GetName()
+		obj.SetLabels(lbls)
+	}
+
 	s.rv++
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now().Truncate(time.Second)))

@@ -1,0 +1,234 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+func clientset(t *testing.T, ts *testServer, cluster string) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(ts.restConfig(t, cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func TestDiscoveryListsEveryServedResource(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	dc, err := discovery.NewDiscoveryClientForConfig(ts.restConfig(t, "c1"))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	v, err := dc.ServerVersion()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.GitVersion).To(Equal(DefaultKubernetesVersion))
+
+	groups, lists, err := dc.ServerGroupsAndResources()
+	g.Expect(err).NotTo(HaveOccurred())
+	var groupNames []string
+	for _, gr := range groups {
+		groupNames = append(groupNames, gr.Name)
+	}
+	g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io"))
+	served := map[string]bool{}
+	for _, l := range lists {
+		for _, r := range l.APIResources {
+			served[l.GroupVersion+"/"+r.Name] = true
+		}
+	}
+	for _, want := range []string{
+		"v1/nodes", "v1/nodes/status", "v1/pods", "v1/pods/status", "v1/pods/eviction", "v1/configmaps", "v1/secrets",
+		"v1/namespaces", "v1/serviceaccounts", "v1/events", "events.k8s.io/v1/events", "apps/v1/deployments",
+		"apps/v1/daemonsets", "coordination.k8s.io/v1/leases", "rbac.authorization.k8s.io/v1/clusterroles",
+		"rbac.authorization.k8s.io/v1/clusterrolebindings", "rbac.authorization.k8s.io/v1/roles",
+		"rbac.authorization.k8s.io/v1/rolebindings",
+	} {
+		g.Expect(served).To(HaveKey(want))
+	}
+}
+
+// rawStatus makes a request and decodes the Status the server answers.
+func rawStatus(g Gomega, rc rest.Interface, method, path, contentType, body string) *metav1.Status {
+	path, query, _ := strings.Cut(path, "?")
+	req := rc.Verb(method).AbsPath(path)
+	if query != "" {
+		values, err := url.ParseQuery(query)
+		g.Expect(err).NotTo(HaveOccurred())
+		for k, vs := range values {
+			for _, v := range vs {
+				req = req.Param(k, v)
+			}
+		}
+	}
+	if contentType != "" {
+		req = req.SetHeader("Content-Type", contentType)
+	}
+	if body != "" {
+		req = req.Body([]byte(body))
+	}
+	err := req.Do(context.Background()).Error()
+	g.Expect(err).To(HaveOccurred())
+	var st apierrors.APIStatus
+	g.Expect(err).To(BeAssignableToTypeOf(&apierrors.StatusError{}))
+	st = err.(*apierrors.StatusError)
+	s := st.Status()
+	return &s
+}
+
+func TestErrorsAreKubernetesStatuses(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	rc := cs.CoreV1().RESTClient()
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name, method, path, contentType, body string
+		code                                  int32
+		reason                                metav1.StatusReason
+	}{
+		{"an unknown resource is 404", "GET", "/api/v1/widgets", "", "", 404, metav1.StatusReasonNotFound},
+		{"an unknown group is 404", "GET", "/apis/example.com/v1/widgets", "", "", 404, metav1.StatusReasonNotFound},
+		{"an unknown subresource is 404", "GET", "/api/v1/nodes/n/proxy", "", "", 404, metav1.StatusReasonNotFound},
+		{"a missing object is 404", "GET", "/api/v1/namespaces/default/configmaps/absent", "", "", 404, metav1.StatusReasonNotFound},
+		{"PUT on a collection is 405", "PUT", "/api/v1/namespaces/default/configmaps", "application/json", "{}", 405, metav1.StatusReasonMethodNotAllowed},
+		{"POST on discovery is 405", "POST", "/api/v1", "application/json", "{}", 405, metav1.StatusReasonMethodNotAllowed},
+		{"a bad label selector is 400", "GET", "/api/v1/pods?labelSelector=a%20in%20(", "", "", 400, metav1.StatusReasonBadRequest},
+		{"an unsupported field label is 400", "GET", "/api/v1/pods?fieldSelector=spec.nope%3Dx", "", "", 400, metav1.StatusReasonBadRequest},
+		{"a body of another kind is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest},
+		{"a wrongly typed field is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"metadata":{"name":"x"},"data":"not a map"}`, 400, metav1.StatusReasonBadRequest},
+		{"an object without a name is 422", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"metadata":{}}`, 422, metav1.StatusReasonInvalid},
+		{"CBOR is 415", "POST", "/api/v1/namespaces/default/configmaps", "application/cbor", "x", 415, metav1.StatusReasonUnsupportedMediaType},
+		{"a broken protobuf body is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", "x", 400, metav1.StatusReasonBadRequest},
+		{"a namespaced create into a missing namespace is 404", "POST", "/api/v1/namespaces/absent/configmaps", "application/json", `{"metadata":{"name":"x"}}`, 404, metav1.StatusReasonNotFound},
+		{"a future resourceVersion is 504 too large", "GET", "/api/v1/nodes?resourceVersion=99999999999999999", "", "", 504, metav1.StatusReasonTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			st := rawStatus(g, rc, tc.method, tc.path, tc.contentType, tc.body)
+			g.Expect(st.Code).To(Equal(tc.code), st.Message)
+			g.Expect(st.Reason).To(Equal(tc.reason), st.Message)
+		})
+	}
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"}}
+	_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+	g.Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "got %v", err)
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "a dry run is refused rather than persisted, got %v", err)
+}
+
+func TestObjectsLifecycleThroughClientGo(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nss.Items).To(HaveLen(4))
+	g.Expect(nss.Items[0].Status.Phase).To(Equal(corev1.NamespaceActive))
+
+	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.UID).NotTo(BeEmpty())
+	g.Expect(n.ResourceVersion).NotTo(BeEmpty())
+
+	// The status subresource changes only status; the main resource keeps it.
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	n.Labels = map[string]string{"ignored": "by-status"}
+	n, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Status.Conditions).To(HaveLen(1))
+	g.Expect(n.Labels).NotTo(HaveKey("ignored"))
+	n.Status.Conditions = nil
+	n.Spec.Unschedulable = true
+	n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Status.Conditions).To(HaveLen(1), "an update of the main resource keeps the status")
+	g.Expect(n.Spec.Unschedulable).To(BeTrue())
+
+	// JSON patch and JSON merge patch.
+	n, err = cs.CoreV1().Nodes().Patch(ctx, "n1", types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]`), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Labels).To(HaveKeyWithValue("a", "b"))
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "n1", types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/labels/a","value":"x"}]`), metav1.PatchOptions{})
+	g.Expect(apierrors.ReasonForError(err)).To(Equal(metav1.StatusReasonInvalid), "a failed JSON patch test is 422, got %v", err)
+	n, err = cs.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":null,"c":"d"}}}`), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Labels).To(Equal(map[string]string{"c": "d"}))
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"1"}}`), metav1.PatchOptions{})
+	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "a patch carrying a stale resourceVersion conflicts, got %v", err)
+
+	// Pods: nodeName field selector, eviction.
+	for _, p := range []struct{ name, node string }{{"a", "n1"}, {"b", "n2"}} {
+		_, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name},
+			Spec:       corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+		}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	onN1, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n1"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(onN1.Items).To(HaveLen(1))
+	g.Expect(onN1.Items[0].Name).To(Equal("a"))
+	g.Expect(onN1.Items[0].Status.Phase).To(Equal(corev1.PodPending))
+
+	err = cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "an evicted pod is gone, got %v", err)
+	err = cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default"}})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+
+	// Finalizers hold a delete.
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"example.com/f"}}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cs.CoreV1().ConfigMaps("default").Delete(ctx, "held", metav1.DeleteOptions{})).To(Succeed())
+	held, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "held", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(held.DeletionTimestamp).NotTo(BeNil())
+	_, err = cs.CoreV1().ConfigMaps("default").Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, "held", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+
+	// Another cluster on the same listener sees none of it.
+	other := startServerSecondCluster(t, ts)
+	_, err = other.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+}
+
+func startServerSecondCluster(t *testing.T, _ *testServer) *kubernetes.Clientset {
+	ts := startServer(t, store.Options{}, "c1", "c2")
+	return clientset(t, ts, "c2")
+}
+
+func TestHealthAndRoot(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	rc := clientset(t, ts, "c1").CoreV1().RESTClient()
+	for _, p := range []string{"/", "/healthz", "/readyz", "/livez"} {
+		var code int
+		rc.Get().AbsPath(p).Do(context.Background()).StatusCode(&code)
+		g.Expect(code).To(Equal(http.StatusOK), p)
+	}
+}
