@@ -1,0 +1,114 @@
+package apiserver
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+// kubectlPath is the real kubectl; the test fails (not skips) without it.
+const kubectlPath = "/usr/bin/kubectl"
+
+// writeKubeconfig writes a kubeconfig shaped like Cluster API's
+// <cluster>-kubeconfig: the cluster CA and a client certificate it signed.
+func writeKubeconfig(t *testing.T, ts *testServer, cluster string) string {
+	t.Helper()
+	cfg := ts.restConfig(t, cluster)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[cluster] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cluster}
+	kc.AuthInfos[cluster+"-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts[cluster+"-admin@"+cluster] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: cluster + "-admin"}
+	kc.CurrentContext = cluster + "-admin@" + cluster
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+	for _, name := range []string{"cp-0", "w-0"} {
+		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.36.3"},
+			},
+		}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "etcd-cp-0"},
+		Spec:       corev1.PodSpec{NodeName: "cp-0", Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	kubeconfig := writeKubeconfig(t, ts, "c1")
+	cacheDir := t.TempDir()
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir, "--request-timeout", "20s"}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := kubectl("get", "nodes")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`NAME\s+STATUS\s+AGE\s+VERSION`))
+	g.Expect(out).To(MatchRegexp(`cp-0\s+Ready\s+\S+\s+v1\.36\.3`))
+	g.Expect(out).To(ContainSubstring("w-0"))
+
+	out, err = kubectl("get", "pods", "-A")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`kube-system\s+etcd-cp-0\s+Pending`))
+
+	out, err = kubectl("label", "node", "w-0", "node-role.kubernetes.io/worker=")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("node/w-0 labeled"))
+	n, err := cs.CoreV1().Nodes().Get(ctx, "w-0", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Labels).To(HaveKeyWithValue("node-role.kubernetes.io/worker", ""))
+
+	out, err = kubectl("get", "nodes", "-l", "node-role.kubernetes.io/worker", "-o", "name")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(strings.TrimSpace(out)).To(Equal("node/w-0"))
+
+	// delete waits for the object to go, with a watch.
+	out, err = kubectl("delete", "node", "w-0", "--timeout", "20s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(`node "w-0" deleted`))
+	_, err = cs.CoreV1().Nodes().Get(ctx, "w-0", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+
+	out, err = kubectl("get", "node", "w-0")
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(out).To(ContainSubstring(`nodes "w-0" not found`))
+
+	// Another CA's certificate is refused.
+	other := ts.restConfig(t, "c1")
+	other.CertData, other.KeyData = newCA(t, "stranger-ca").clientCert(t)
+	kc, err := clientcmd.LoadFromFile(kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, ai := range kc.AuthInfos {
+		ai.ClientCertificateData, ai.ClientKeyData = other.CertData, other.KeyData
+	}
+	g.Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
+	out, err = kubectl("get", "nodes")
+	g.Expect(err).To(HaveOccurred(), out)
+}

@@ -1,0 +1,56 @@
+package apiserver
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+func TestOnlyClientsTheClusterCASignedAreServed(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1", "c2")
+	ctx := context.Background()
+
+	good, err := kubernetes.NewForConfig(ts.restConfig(t, "c1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = good.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// A certificate another CA signed: a stranger's.
+	stranger := ts.restConfig(t, "c1")
+	stranger.CertData, stranger.KeyData = newCA(t, "stranger-ca").clientCert(t)
+	cs, err := kubernetes.NewForConfig(stranger)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("certificate"))
+
+	// A certificate of another cluster's CA, on this cluster's name.
+	crossed := ts.restConfig(t, "c1")
+	crossed.CertData, crossed.KeyData = ts.clusters["c2"].ca.clientCert(t)
+	cs, err = kubernetes.NewForConfig(crossed)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).To(HaveOccurred())
+
+	// No certificate at all.
+	anonymous := ts.restConfig(t, "c1")
+	anonymous.CertData, anonymous.KeyData = nil, nil
+	cs, err = kubernetes.NewForConfig(anonymous)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).To(HaveOccurred())
+
+	// A server name no cluster has.
+	unknown := ts.restConfig(t, "c1")
+	unknown.ServerName = "nobody"
+	cs, err = kubernetes.NewForConfig(unknown)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	g.Expect(err).To(HaveOccurred())
+}
