@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -45,7 +48,7 @@ func TestDiscoveryListsEveryServedResource(t *testing.T) {
 	for _, gr := range groups {
 		groupNames = append(groupNames, gr.Name)
 	}
-	g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io"))
+	g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"))
 	served := map[string]bool{}
 	for _, l := range lists {
 		for _, r := range l.APIResources {
@@ -57,7 +60,7 @@ func TestDiscoveryListsEveryServedResource(t *testing.T) {
 		"v1/namespaces", "v1/serviceaccounts", "v1/events", "events.k8s.io/v1/events", "apps/v1/deployments",
 		"apps/v1/daemonsets", "coordination.k8s.io/v1/leases", "rbac.authorization.k8s.io/v1/clusterroles",
 		"rbac.authorization.k8s.io/v1/clusterrolebindings", "rbac.authorization.k8s.io/v1/roles",
-		"rbac.authorization.k8s.io/v1/rolebindings",
+		"rbac.authorization.k8s.io/v1/rolebindings", "policy/v1/poddisruptionbudgets",
 	} {
 		g.Expect(served).To(HaveKey(want))
 	}
@@ -231,4 +234,70 @@ func TestHealthAndRoot(t *testing.T) {
 		rc.Get().AbsPath(p).Do(context.Background()).StatusCode(&code)
 		g.Expect(code).To(Equal(http.StatusOK), p)
 	}
+}
+
+func TestEvictionHonoursPodDisruptionBudgets(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+	for _, name := range []string{"web-0", "web-1"} {
+		_, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+		}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	pdb, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	evict := func(name string) error {
+		return cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
+	}
+
+	err = evict("web-0")
+	g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "a budget nobody has processed refuses, got %v", err)
+
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}
+	_, err = cs.PolicyV1().PodDisruptionBudgets("default").UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(evict("web-0")).To(Succeed())
+	err = evict("web-1")
+	g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the one allowed disruption is used up, got %v", err)
+	_, err = cs.CoreV1().Pods("default").Get(ctx, "web-1", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func TestMetadataOnlyClientsGetPartialObjectMetadata(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	mc, err := metadata.NewForConfig(ts.restConfig(t, "c1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	nsRes := corev1.SchemeGroupVersion.WithResource("namespaces")
+
+	list, err := mc.Resource(nsRes).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/metadata.name=kube-system"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list.Items).To(HaveLen(1))
+	g.Expect(list.Items[0].Name).To(Equal("kube-system"))
+
+	one, err := mc.Resource(nsRes).Get(ctx, "default", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(one.UID).NotTo(BeEmpty())
+	raw, err := clientset(t, ts, "c1").CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes").
+		SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json").DoRaw(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(raw)).To(ContainSubstring(`"kind":"PartialObjectMetadataList"`))
+
+	w, err := mc.Resource(nsRes).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	_, err = clientset(t, ts, "c1").CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var e watch.Event
+	g.Eventually(w.ResultChan(), 10*time.Second).Should(Receive(&e))
+	g.Expect(e.Type).To(Equal(watch.Added))
+	g.Expect(e.Object.(*metav1.PartialObjectMetadata).Name).To(Equal("team"))
 }

@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -38,6 +40,18 @@ func writeKubeconfig(t *testing.T, ts *testServer, cluster string) string {
 	return path
 }
 
+// kubectlFor runs kubectl against the cluster with a kubeconfig of its own.
+func kubectlFor(t *testing.T, ts *testServer, cluster string) (kubeconfig string, run func(args ...string) (string, error)) {
+	kubeconfig = writeKubeconfig(t, ts, cluster)
+	cacheDir, home := t.TempDir(), t.TempDir()
+	return kubeconfig, func(args ...string) (string, error) {
+		cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir, "--request-timeout", "20s"}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
 func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	g := NewWithT(t)
 	ts := startServer(t, store.Options{}, "c1")
@@ -59,14 +73,7 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	}, metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	kubeconfig := writeKubeconfig(t, ts, "c1")
-	cacheDir := t.TempDir()
-	kubectl := func(args ...string) (string, error) {
-		cmd := exec.Command(kubectlPath, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir, "--request-timeout", "20s"}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	kubeconfig, kubectl := kubectlFor(t, ts, "c1")
 
 	out, err := kubectl("get", "nodes")
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -111,4 +118,50 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	g.Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
 	out, err = kubectl("get", "nodes")
 	g.Expect(err).To(HaveOccurred(), out)
+}
+
+func TestKubectlDrainsANodeThroughEvictions(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w-0"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-proxy"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-proxy"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "kube-proxy"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	pods := []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-w-0", Namespace: "kube-system", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true),
+		}}}},
+	}
+	for _, p := range pods {
+		p.Spec = corev1.PodSpec{NodeName: "w-0", Containers: []corev1.Container{{Name: "c", Image: "i"}}}
+		p.Status.Phase = corev1.PodRunning
+		_, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+
+	_, kubectl := kubectlFor(t, ts, "c1")
+	out, err := kubectl("drain", "w-0", "--ignore-daemonsets", "--force", "--timeout", "30s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("evicting pod default/app"))
+	g.Expect(out).To(ContainSubstring("node/w-0 drained"))
+
+	n, err := cs.CoreV1().Nodes().Get(ctx, "w-0", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Spec.Unschedulable).To(BeTrue(), "drain cordons")
+	_, err = cs.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+	_, err = cs.CoreV1().Pods("kube-system").Get(ctx, "kube-proxy-w-0", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "DaemonSet pods stay")
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -230,8 +232,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	if wantsTable(r) {
+	switch responseShape(r) {
+	case shapeTable:
 		writeJSON(w, http.StatusOK, table(req.res, []*unstructured.Unstructured{obj}, obj.GetResourceVersion()))
+		return
+	case shapeMetadata:
+		writeJSON(w, http.StatusOK, partialObjectMetadata(obj))
 		return
 	}
 	writeJSON(w, http.StatusOK, obj.Object)
@@ -265,17 +271,25 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	if wantsTable(r) {
+	objs := make([]any, 0, len(items))
+	apiVersion, kind := req.res.gv.String(), req.res.kind+"List"
+	switch responseShape(r) {
+	case shapeTable:
 		writeJSON(w, http.StatusOK, table(req.res, items, rv))
 		return
-	}
-	objs := make([]any, 0, len(items))
-	for _, i := range items {
-		objs = append(objs, i.Object)
+	case shapeMetadata:
+		apiVersion, kind = "meta.k8s.io/v1", "PartialObjectMetadataList"
+		for _, i := range items {
+			objs = append(objs, partialObjectMetadata(i))
+		}
+	default:
+		for _, i := range items {
+			objs = append(objs, i.Object)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"apiVersion": req.res.gv.String(),
-		"kind":       req.res.kind + "List",
+		"apiVersion": apiVersion,
+		"kind":       kind,
 		"metadata":   map[string]any{"resourceVersion": rv},
 		"items":      objs,
 	})
@@ -475,7 +489,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 	})
 }
 
-// evict deletes the pod (no PodDisruptionBudgets exist to refuse it) and
+// evict deletes the pod unless a PodDisruptionBudget forbids it, and
 // answers as kube-apiserver does.
 func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
 	if err := refuseDryRun(r); err != nil {
@@ -503,6 +517,15 @@ func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
+	pod, err := req.store.Get(req.res.storeResource(), req.namespace, req.name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := h.checkDisruptionBudget(req.store, pod); err != nil {
+		writeError(w, err)
+		return
+	}
 	if _, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts)); err != nil {
 		writeError(w, err)
 		return
@@ -511,4 +534,60 @@ func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess, Code: http.StatusCreated,
 	})
+}
+
+var pdbResource = lookup(policyV1, "poddisruptionbudgets")
+
+// checkDisruptionBudget is the eviction subresource's budget check: a pod
+// that has finished needs none; one budget selecting the pod must allow a
+// disruption (which this eviction then uses up); more than one is an error.
+func (h *Handler) checkDisruptionBudget(s *store.Store, pod *unstructured.Unstructured) error {
+	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
+	if phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed) {
+		return nil
+	}
+	pdbs, _, err := s.List(pdbResource.storeResource(), pod.GetNamespace(), store.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var matching []*policyv1.PodDisruptionBudget
+	for _, u := range pdbs {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pdb); err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("failed to decode PodDisruptionBudget %s: %w", u.GetName(), err))
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue
+		}
+		if sel.Matches(labels.Set(pod.GetLabels())) {
+			matching = append(matching, pdb)
+		}
+	}
+	switch {
+	case len(matching) == 0:
+		return nil
+	case len(matching) > 1:
+		return apierrors.NewInternalError(fmt.Errorf("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
+	}
+	pdb := matching[0]
+	if pdb.Status.ObservedGeneration < pdb.Generation {
+		return apierrors.NewTooManyRequests(fmt.Sprintf("Cannot evict pod as it would violate the pod's disruption budget. The disruption budget %s is still being processed by the server.", pdb.Name), 10)
+	}
+	if pdb.Status.DisruptionsAllowed <= 0 {
+		return apierrors.NewTooManyRequests(fmt.Sprintf("Cannot evict pod as it would violate the pod's disruption budget. The disruption budget %s needs %d healthy pods and has %d currently", pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy), 10)
+	}
+	pdb.Status.DisruptionsAllowed--
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pdb)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("failed to encode PodDisruptionBudget %s: %w", pdb.Name, err))
+	}
+	next := &unstructured.Unstructured{Object: u}
+	next.SetGroupVersionKind(pdbResource.gvk())
+	// The resourceVersion read above guards against a concurrent eviction
+	// using the same disruption: that one gets a 409 and retries.
+	if _, err := s.Update(pdbResource.storeResource(), next); err != nil {
+		return err
+	}
+	return nil
 }

@@ -44,6 +44,8 @@ var (
 
 // resources is everything served. Core and events.k8s.io Events are stored
 // apart (a real cluster serves one storage in both shapes).
+// PodDisruptionBudgets are honoured by evictions; nothing computes their
+// status (no disruption controller), so whoever creates one sets it.
 var resources = []*resource{
 	{gv: coreV1, name: "namespaces", singular: "namespace", kind: "Namespace", shortNames: []string{"ns"}, status: true},
 	{gv: coreV1, name: "nodes", singular: "node", kind: "Node", shortNames: []string{"no"}, status: true},
@@ -60,6 +62,7 @@ var resources = []*resource{
 	{gv: rbacV1, name: "clusterrolebindings", singular: "clusterrolebinding", kind: "ClusterRoleBinding"},
 	{gv: coordV1, name: "leases", singular: "lease", kind: "Lease", namespaced: true},
 	{gv: eventsV1, name: "events", singular: "event", kind: "Event", namespaced: true, shortNames: []string{"ev"}},
+	{gv: policyV1, name: "poddisruptionbudgets", singular: "poddisruptionbudget", kind: "PodDisruptionBudget", namespaced: true, shortNames: []string{"pdb"}, status: true},
 }
 
 // groupVersions in the order discovery lists them (core first).

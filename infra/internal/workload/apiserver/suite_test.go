@@ -244,3 +244,10 @@ func (f *faults) watchRequests() []url.Values {
 	defer f.mu.Unlock()
 	return append([]url.Values(nil), f.watches...)
 }
+
+// served is how many requests other than watches reached the handler.
+func (f *faults) served() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}

@@ -11,15 +11,39 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
-// wantsTable says the client (kubectl get) asked for server-side printing.
-func wantsTable(r *http.Request) bool {
+// shape is the form a client asked objects in, by its Accept header.
+type shape int
+
+const (
+	shapeObject   shape = iota
+	shapeTable          // meta.k8s.io/v1 Table: kubectl get's server-side printing
+	shapeMetadata       // meta.k8s.io/v1 PartialObjectMetadata: metadata-only clients and informers
+)
+
+// responseShape reads the first acceptable form in the Accept header;
+// anything else accepted (plain JSON) is the object itself.
+func responseShape(r *http.Request) shape {
 	for _, accept := range strings.Split(r.Header.Get("Accept"), ",") {
-		if strings.Contains(accept, "as=Table") && strings.Contains(accept, "g=meta.k8s.io") && strings.Contains(accept, "v=v1") &&
-			!strings.Contains(accept, "v=v1beta1") {
-			return true
+		params := map[string]string{}
+		for _, p := range strings.Split(accept, ";")[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			params[k] = v
+		}
+		if params["g"] != "meta.k8s.io" || params["v"] != "v1" {
+			continue
+		}
+		switch params["as"] {
+		case "Table":
+			return shapeTable
+		case "PartialObjectMetadata", "PartialObjectMetadataList":
+			return shapeMetadata
 		}
 	}
-	return false
+	return shapeObject
+}
+
+func partialObjectMetadata(u *unstructured.Unstructured) map[string]any {
+	return map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": u.Object["metadata"]}
 }
 
 // table is the meta.k8s.io/v1 Table kubectl get prints: NAME and AGE for
@@ -63,8 +87,7 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 		}
 		// The object as PartialObjectMetadata: kubectl reads names,
 		// namespaces and labels from it.
-		meta := map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": u.Object["metadata"]}
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: &unstructured.Unstructured{Object: meta}}})
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: &unstructured.Unstructured{Object: partialObjectMetadata(u)}}})
 	}
 	return t
 }

@@ -76,13 +76,14 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	shape := responseShape(r)
 	for {
 		select {
 		case e, ok := <-wi.ResultChan():
 			if !ok {
 				return
 			}
-			if err := enc.Encode(map[string]any{"type": string(e.Type), "object": h.eventObject(req.res, e)}); err != nil {
+			if err := enc.Encode(map[string]any{"type": string(e.Type), "object": eventObject(req.res, shape, e)}); err != nil {
 				return
 			}
 			if len(wi.ResultChan()) == 0 {
@@ -96,15 +97,21 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 	}
 }
 
-func (h *Handler) eventObject(res *resource, e watch.Event) any {
+// eventObject is the event's object in the shape the client asked for.
+func eventObject(res *resource, shape shape, e watch.Event) any {
 	obj, ok := e.Object.(*unstructured.Unstructured)
 	if !ok {
 		return e.Object
 	}
-	if e.Type == watch.Bookmark {
+	switch {
+	case shape == shapeMetadata:
+		return partialObjectMetadata(obj)
+	case e.Type == watch.Bookmark:
 		// A bookmark carries only the resourceVersion (and annotations),
 		// in the shape of the watched kind.
 		return map[string]any{"apiVersion": res.gv.String(), "kind": res.kind, "metadata": obj.Object["metadata"]}
+	case shape == shapeTable:
+		return table(res, []*unstructured.Unstructured{obj}, obj.GetResourceVersion())
 	}
 	return obj.Object
 }
