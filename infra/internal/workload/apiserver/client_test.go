@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,6 +117,8 @@ func TestErrorsAreKubernetesStatuses(t *testing.T) {
 		{"an unsupported field label is 400", "GET", "/api/v1/pods?fieldSelector=spec.nope%3Dx", "", "", 400, metav1.StatusReasonBadRequest},
 		{"a body of another kind is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}`, 400, metav1.StatusReasonBadRequest},
 		{"a wrongly typed field is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"metadata":{"name":"x"},"data":"not a map"}`, 400, metav1.StatusReasonBadRequest},
+		{"an upper-case name is 422", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"metadata":{"name":"Upper"}}`, 422, metav1.StatusReasonInvalid},
+		{"a namespace name with a dot is 422", "POST", "/api/v1/namespaces", "application/json", `{"metadata":{"name":"a.b"}}`, 422, metav1.StatusReasonInvalid},
 		{"an object without a name is 422", "POST", "/api/v1/namespaces/default/configmaps", "application/json", `{"metadata":{}}`, 422, metav1.StatusReasonInvalid},
 		{"CBOR is 415", "POST", "/api/v1/namespaces/default/configmaps", "application/cbor", "x", 415, metav1.StatusReasonUnsupportedMediaType},
 		{"a broken protobuf body is 400", "POST", "/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", "x", 400, metav1.StatusReasonBadRequest},
@@ -213,6 +216,10 @@ func TestObjectsLifecycleThroughClientGo(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, "held", metav1.GetOptions{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+
+	// RBAC names are path segments, as kubeadm's system: roles need.
+	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "system:controller:bootstrap-signer"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	// Another cluster on the same listener sees none of it.
 	other := startServerSecondCluster(t, ts)

@@ -11,12 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	pathvalidation "k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -313,6 +316,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created"))
 		return
 	}
+	if err := validateName(req.res, obj); err != nil {
+		writeError(w, err)
+		return
+	}
 	if req.res.namespaced {
 		if obj.GetNamespace() != "" && obj.GetNamespace() != req.namespace {
 			writeError(w, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
@@ -590,4 +597,36 @@ func (h *Handler) checkDisruptionBudget(s *store.Store, pod *unstructured.Unstru
 		return err
 	}
 	return nil
+}
+
+// validateName applies kube-apiserver's name rules: namespaces are DNS
+// labels, RBAC objects path segments (system:controller:... names), the
+// rest DNS subdomains.
+func validateName(res *resource, obj *unstructured.Unstructured) error {
+	name, path := obj.GetName(), field.NewPath("metadata", "name")
+	if name == "" {
+		name, path = obj.GetGenerateName(), field.NewPath("metadata", "generateName")
+		if name == "" {
+			return nil // the store answers the missing name
+		}
+		// A prefix may end where a suffix will follow.
+		name = strings.TrimSuffix(name, "-") + "x"
+	}
+	var msgs []string
+	switch {
+	case res.gv == coreV1 && res.name == "namespaces":
+		msgs = validation.IsDNS1123Label(name)
+	case res.gv == rbacV1:
+		msgs = pathvalidation.IsValidPathSegmentName(name)
+	default:
+		msgs = validation.IsDNS1123Subdomain(name)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, m := range msgs {
+		errs = append(errs, field.Invalid(path, obj.GetName()+obj.GetGenerateName(), m))
+	}
+	return apierrors.NewInvalid(res.gvk().GroupKind(), obj.GetName(), errs)
 }

@@ -30,7 +30,7 @@ type testCA struct {
 	cert    *x509.Certificate
 	key     *ecdsa.PrivateKey
 	certPEM []byte
-	pair    tls.Certificate
+	keyPEM  []byte
 }
 
 func newCA(t *testing.T, name string) *testCA {
@@ -56,17 +56,15 @@ func newCA(t *testing.T, name string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &testCA{
 		cert: cert, key: key,
 		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pair:    tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert},
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
 }
 
 // clientCert is a client certificate as the one in <cluster>-kubeconfig.
@@ -119,9 +117,9 @@ func startServer(t *testing.T, storeOpts store.Options, names ...string) *testSe
 	for _, name := range names {
 		c := &testCluster{name: name, ca: newCA(t, name+"-ca"), store: store.New(storeOpts)}
 		ts.clusters[name] = c
-		serving, err := NewServingCertificate(c.ca.pair, []string{"127.0.0.1", name}, time.Now())
+		ct, err := NewClusterTLS(c.ca.certPEM, c.ca.keyPEM, []string{"127.0.0.1", name}, time.Now())
 		g.Expect(err).NotTo(HaveOccurred())
-		tlsByName[name] = &ClusterTLS{Certificate: serving, ClientCAs: c.ca.pool()}
+		tlsByName[name] = ct
 	}
 	h, err := New(Options{StoreFor: func(r *http.Request) (*store.Store, error) {
 		c, ok := ts.clusters[r.TLS.ServerName]

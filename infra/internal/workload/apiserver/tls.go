@@ -140,3 +140,21 @@ func NewServingCertificate(ca tls.Certificate, hosts []string, now time.Time) (t
 	}
 	return tls.Certificate{Certificate: [][]byte{der, ca.Certificate[0]}, PrivateKey: key, Leaf: leaf}, nil
 }
+
+// NewClusterTLS makes a cluster's listener material from its CA as Cluster
+// API stores it (the tls.crt and tls.key of the <cluster>-ca Secret): a
+// serving certificate for hosts signed by the CA, and the CA as the only
+// signer of accepted client certificates.
+func NewClusterTLS(caCertPEM, caKeyPEM []byte, hosts []string, now time.Time) (*ClusterTLS, error) {
+	ca, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the cluster CA: %w", err)
+	}
+	serving, err := NewServingCertificate(ca, hosts, now)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Leaf)
+	return &ClusterTLS{Certificate: serving, ClientCAs: pool}, nil
+}
