@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -307,4 +308,33 @@ func TestMetadataOnlyClientsGetPartialObjectMetadata(t *testing.T) {
 	g.Eventually(w.ResultChan(), 10*time.Second).Should(Receive(&e))
 	g.Expect(e.Type).To(Equal(watch.Added))
 	g.Expect(e.Object.(*metav1.PartialObjectMetadata).Name).To(Equal("team"))
+}
+
+func TestConcurrentUnconditionalPatchesAllLand(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Each writer sets its own label without a resourceVersion: the server
+	// retries the ones that meet a concurrent write, so none is lost.
+	const writers = 8
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			_, err := cs.CoreV1().Nodes().Patch(ctx, "n", types.StrategicMergePatchType,
+				[]byte(`{"metadata":{"labels":{"writer-`+strconv.Itoa(i)+`":"yes"}}}`), metav1.PatchOptions{})
+			errs <- err
+		}()
+	}
+	for range writers {
+		var err error
+		g.Eventually(errs, 20*time.Second).Should(Receive(&err))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Labels).To(HaveLen(writers))
 }
