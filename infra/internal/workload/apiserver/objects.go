@@ -513,7 +513,7 @@ func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	if body.GetName() != req.name {
-		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in Eviction object")))
+		writeError(w, apierrors.NewBadRequest("name in URL does not match name in Eviction object"))
 		return
 	}
 	var opts *metav1.DeleteOptions

@@ -31,7 +31,8 @@ type Options struct {
 	// KubernetesVersion is the gitVersion /version reports, e.g. v1.36.3.
 	// Default DefaultKubernetesVersion.
 	KubernetesVersion string
-	// Log receives request errors (V(4): every request). Default: discard.
+	// Log receives the requests answered with a server error (5xx), and at
+	// V(4) every request. Default: discard.
 	Log logr.Logger
 }
 
@@ -82,8 +83,35 @@ type request struct {
 	store       *store.Store
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.opts.Log.V(4).Info("Serving", "method", r.Method, "url", r.URL.String())
+	w := &statusRecorder{ResponseWriter: rw}
+	defer func() {
+		if w.code >= 500 {
+			h.opts.Log.Info("Answered with a server error", "method", r.Method, "url", r.URL.String(), "code", w.code)
+		}
+	}()
+	h.serve(w, r)
+}
+
+// statusRecorder remembers the status code for the log; it streams (watches) as the writer it wraps does.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.Trim(r.URL.Path, "/")
 	segs := strings.Split(path, "/")
 	// Discovery documents are read-only.
