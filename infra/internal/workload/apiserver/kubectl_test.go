@@ -57,9 +57,9 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	ts := startServer(t, store.Options{}, "c1")
 	cs := clientset(t, ts, "c1")
 	ctx := context.Background()
-	for _, name := range []string{"cp-0", "w-0"} {
+	for name, labels := range map[string]map[string]string{"cp-0": {"node-role.kubernetes.io/control-plane": ""}, "w-0": nil} {
 		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Status: corev1.NodeStatus{
 				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 				NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.36.3"},
@@ -77,13 +77,13 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 
 	out, err := kubectl("get", "nodes")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(MatchRegexp(`NAME\s+STATUS\s+AGE\s+VERSION`))
-	g.Expect(out).To(MatchRegexp(`cp-0\s+Ready\s+\S+\s+v1\.36\.3`))
+	g.Expect(out).To(MatchRegexp(`NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION`))
+	g.Expect(out).To(MatchRegexp(`cp-0\s+Ready\s+control-plane\s+\S+\s+v1\.36\.3`))
 	g.Expect(out).To(ContainSubstring("w-0"))
 
 	out, err = kubectl("get", "pods", "-A")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(MatchRegexp(`kube-system\s+etcd-cp-0\s+Pending`))
+	g.Expect(out).To(MatchRegexp(`kube-system\s+etcd-cp-0\s+0/1\s+Pending\s+0`))
 
 	out, err = kubectl("label", "node", "w-0", "node-role.kubernetes.io/worker=")
 	g.Expect(err).NotTo(HaveOccurred(), out)

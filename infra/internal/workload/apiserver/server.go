@@ -87,6 +87,16 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.opts.Log.V(4).Info("Serving", "method", r.Method, "url", r.URL.String())
 	w := &statusRecorder{ResponseWriter: rw}
 	defer func() {
+		// A bug answers 500 with a Status, not a cut connection.
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			h.opts.Log.Error(fmt.Errorf("%v", p), "Panic serving a request", "method", r.Method, "url", r.URL.String())
+			if w.code == 0 {
+				writeError(w, apierrors.NewInternalError(fmt.Errorf("the server failed to serve the request: %v", p)))
+			}
+		}
 		if w.code >= 500 {
 			h.opts.Log.Info("Answered with a server error", "method", r.Method, "url", r.URL.String(), "code", w.code)
 		}

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,9 +49,9 @@ func partialObjectMetadata(u *unstructured.Unstructured) map[string]any {
 }
 
 // table is the meta.k8s.io/v1 Table kubectl get prints: NAME and AGE for
-// every kind, plus STATUS and VERSION for Nodes and STATUS for Pods and
-// Namespaces.
+// every kind, and kube-apiserver's columns for Nodes, Pods and Namespaces.
 func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1.Table {
+	var cells []func(*unstructured.Unstructured) any
 	t := &metav1.Table{
 		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},
 		ListMeta: metav1.ListMeta{ResourceVersion: rv},
@@ -57,37 +59,46 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 			{Name: "Name", Type: "string", Format: "name", Description: "Name of the object"},
 		},
 	}
-	var extra []func(*unstructured.Unstructured) any
+	column := func(name string, cell func(*unstructured.Unstructured) any) {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: name, Type: "string"})
+		cells = append(cells, cell)
+	}
+	age := func(u *unstructured.Unstructured) any {
+		return duration.HumanDuration(time.Since(u.GetCreationTimestamp().Time))
+	}
+	phase := func(u *unstructured.Unstructured) any {
+		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		return p
+	}
+	// The columns kube-apiserver prints for these kinds.
 	switch {
 	case res.gv == coreV1 && res.name == "nodes":
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Status", Type: "string"})
-		extra = append(extra, nodeStatus)
-	case res.gv == coreV1 && (res.name == "pods" || res.name == "namespaces"):
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Status", Type: "string"})
-		extra = append(extra, func(u *unstructured.Unstructured) any {
-			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-			return phase
-		})
-	}
-	t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Age", Type: "string"})
-	extra = append(extra, func(u *unstructured.Unstructured) any {
-		return duration.HumanDuration(time.Since(u.GetCreationTimestamp().Time))
-	})
-	if res.gv == coreV1 && res.name == "nodes" {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: "Version", Type: "string"})
-		extra = append(extra, func(u *unstructured.Unstructured) any {
+		column("Status", nodeStatus)
+		column("Roles", nodeRoles)
+		column("Age", age)
+		column("Version", func(u *unstructured.Unstructured) any {
 			v, _, _ := unstructured.NestedString(u.Object, "status", "nodeInfo", "kubeletVersion")
 			return v
 		})
+	case res.gv == coreV1 && res.name == "pods":
+		column("Ready", podReady)
+		column("Status", phase)
+		column("Restarts", podRestarts)
+		column("Age", age)
+	case res.gv == coreV1 && res.name == "namespaces":
+		column("Status", phase)
+		column("Age", age)
+	default:
+		column("Age", age)
 	}
 	for _, u := range items {
-		cells := []any{u.GetName()}
-		for _, f := range extra {
-			cells = append(cells, f(u))
+		row := []any{u.GetName()}
+		for _, cell := range cells {
+			row = append(row, cell(u))
 		}
 		// The object as PartialObjectMetadata: kubectl reads names,
 		// namespaces and labels from it.
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: &unstructured.Unstructured{Object: partialObjectMetadata(u)}}})
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: row, Object: runtime.RawExtension{Object: &unstructured.Unstructured{Object: partialObjectMetadata(u)}}})
 	}
 	return t
 }
@@ -110,4 +121,57 @@ func nodeStatus(u *unstructured.Unstructured) any {
 		status += ",SchedulingDisabled"
 	}
 	return status
+}
+
+// nodeRoles reads node-role.kubernetes.io/<role> and kubernetes.io/role
+// labels, as kubectl's node printer does.
+func nodeRoles(u *unstructured.Unstructured) any {
+	var roles []string
+	for k, v := range u.GetLabels() {
+		switch {
+		case strings.HasPrefix(k, "node-role.kubernetes.io/"):
+			if role := strings.TrimPrefix(k, "node-role.kubernetes.io/"); role != "" {
+				roles = append(roles, role)
+			}
+		case k == "kubernetes.io/role" && v != "":
+			roles = append(roles, v)
+		}
+	}
+	if len(roles) == 0 {
+		return "<none>"
+	}
+	slices.Sort(roles)
+	return strings.Join(slices.Compact(roles), ",")
+}
+
+func containerStatuses(u *unstructured.Unstructured) []map[string]any {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "containerStatuses")
+	var out []map[string]any
+	for _, c := range raw {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func podReady(u *unstructured.Unstructured) any {
+	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "containers")
+	ready := 0
+	for _, c := range containerStatuses(u) {
+		if r, _ := c["ready"].(bool); r {
+			ready++
+		}
+	}
+	return fmt.Sprintf("%d/%d", ready, len(containers))
+}
+
+func podRestarts(u *unstructured.Unstructured) any {
+	var restarts int64
+	for _, c := range containerStatuses(u) {
+		if n, ok := c["restartCount"].(int64); ok {
+			restarts += n
+		}
+	}
+	return restarts
 }
