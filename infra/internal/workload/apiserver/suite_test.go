@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -18,8 +17,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -106,36 +103,24 @@ type testCluster struct {
 type testServer struct {
 	addr     string
 	clusters map[string]*testCluster
+	served   *Clusters
 	faults   *faults
 }
 
 func startServer(t *testing.T, storeOpts store.Options, names ...string) *testServer {
 	t.Helper()
 	g := NewWithT(t)
-	ts := &testServer{clusters: map[string]*testCluster{}, faults: &faults{}}
-	tlsByName := map[string]*ClusterTLS{}
+	ts := &testServer{clusters: map[string]*testCluster{}, faults: &faults{}, served: &Clusters{}}
 	for _, name := range names {
 		c := &testCluster{name: name, ca: newCA(t, name+"-ca"), store: store.New(storeOpts)}
 		ts.clusters[name] = c
 		ct, err := NewClusterTLS(c.ca.certPEM, c.ca.keyPEM, []string{"127.0.0.1", name}, time.Now())
 		g.Expect(err).NotTo(HaveOccurred())
-		tlsByName[name] = ct
+		ts.served.Set(name, c.store, ct)
 	}
-	h, err := New(Options{StoreFor: func(r *http.Request) (*store.Store, error) {
-		c, ok := ts.clusters[r.TLS.ServerName]
-		if !ok {
-			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "clusters"}, r.TLS.ServerName)
-		}
-		return c.store, nil
-	}})
+	h, err := New(Options{StoreFor: ts.served.StoreFor})
 	g.Expect(err).NotTo(HaveOccurred())
-	cfg := TLSConfig(func(hello *tls.ClientHelloInfo) (*ClusterTLS, error) {
-		c, ok := tlsByName[hello.ServerName]
-		if !ok {
-			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "clusters"}, hello.ServerName)
-		}
-		return c, nil
-	})
+	cfg := TLSConfig(ts.served.TLSFor)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	ts.addr = l.Addr().String()

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,4 +57,21 @@ func TestOnlyClientsTheClusterCASignedAreServed(t *testing.T) {
 
 	// None of them got a request through to the handler.
 	g.Expect(ts.faults.served()).To(Equal(served))
+}
+
+func TestARemovedClusterIsNoLongerServed(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1", "c2")
+	ctx := context.Background()
+	c1, c2 := clientset(t, ts, "c1"), clientset(t, ts, "c2")
+	w, err := c1.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+
+	ts.served.Remove("c1")
+	g.Eventually(w.ResultChan(), 10*time.Second).Should(BeClosed(), "its watches end")
+	_, err = c1.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).To(HaveOccurred(), "its requests fail")
+	_, err = c2.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "the other cluster is still served")
 }

@@ -103,6 +103,7 @@ type Store struct {
 	// floor is the resourceVersion after which every change is in history.
 	floor    uint64
 	watchers map[*watcher]struct{}
+	closed   bool
 }
 
 // New returns a store holding opts.InitialNamespaces.
@@ -542,4 +543,15 @@ func (s *Store) emit(e event) {
 // gets: kube-apiserver's 410 Gone with reason Expired.
 func newExpired(rv, floor uint64) error {
 	return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, floor+1))
+}
+
+// Close ends every watch of the store, and refuses new ones (503), for a
+// cluster that is going away; reads and writes still work.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for w := range s.watchers {
+		w.Stop()
+	}
 }

@@ -381,3 +381,14 @@ func TestStopEndsTheWatch(t *testing.T) {
 		return len(s.watchers)
 	}, 5*time.Second).Should(BeZero())
 }
+
+func TestCloseEndsWatches(t *testing.T) {
+	g := NewWithT(t)
+	s := New(Options{})
+	w, err := s.Watch(nodes, "", WatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s.Close()
+	g.Eventually(w.ResultChan(), 5*time.Second).Should(BeClosed())
+	_, err = s.Watch(nodes, "", WatchOptions{})
+	g.Expect(apierrors.IsServiceUnavailable(err)).To(BeTrue(), "got %v", err)
+}

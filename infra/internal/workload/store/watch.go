@@ -2,6 +2,8 @@ package store
 
 import (
 	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sync"
 	"time"
 
@@ -55,6 +57,10 @@ func (s *Store) Watch(res Resource, namespace string, opts WatchOptions) (watch.
 	}
 
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, apierrors.NewServiceUnavailable("the cluster is going away")
+	}
 	initial := opts.ResourceVersion == "" || opts.ResourceVersion == "0"
 	since := s.rv
 	if !initial {
