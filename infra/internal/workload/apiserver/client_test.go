@@ -17,10 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -139,8 +141,8 @@ func TestErrorsAreKubernetesStatuses(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
 	g.Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "got %v", err)
-	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "a dry run is refused rather than persisted, got %v", err)
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{"Some"}})
+	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "All is the one dryRun value, got %v", err)
 }
 
 func TestObjectsLifecycleThroughClientGo(t *testing.T) {
@@ -337,4 +339,41 @@ func TestConcurrentUnconditionalPatchesAllLand(t *testing.T) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n.Labels).To(HaveLen(writers))
+}
+
+func TestDryRunsChangeNothing(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	c := crClient(t, ts)
+	ctx := context.Background()
+	all := []string{metav1.DryRunAll}
+	rv := ts.clusters["c1"].store.ResourceVersion()
+
+	would, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{DryRun: all})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(would.Name).To(Equal("n"))
+	_, err = cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+	g.Expect(ts.clusters["c1"].store.ResourceVersion()).To(Equal(rv))
+
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Apply(ctx, corev1ac.Node("n").WithLabels(map[string]string{"a": "b"}), client.FieldOwner("t"), client.DryRunAll)).To(Succeed())
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "n", types.MergePatchType, []byte(`{"metadata":{"labels":{"c":"d"}}}`), metav1.PatchOptions{DryRun: all})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cs.CoreV1().Nodes().Delete(ctx, "n", metav1.DeleteOptions{DryRun: all})).To(Succeed())
+	n, err := cs.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "a dry-run delete leaves the object")
+	g.Expect(n.Labels).To(BeEmpty(), "dry-run patches leave it unchanged")
+
+	_, err = cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cs.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, DeleteOptions: &metav1.DeleteOptions{DryRun: all},
+	})).To(Succeed())
+	_, err = cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "a dry-run eviction leaves the pod")
 }

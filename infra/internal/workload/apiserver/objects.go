@@ -158,13 +158,16 @@ func fieldManagerName(r *http.Request) string {
 	return b.String()
 }
 
-// refuseDryRun: nothing here can evaluate a request without persisting it,
-// and persisting a dry run would be worse than refusing it.
-func refuseDryRun(r *http.Request) error {
-	if len(r.URL.Query()["dryRun"]) > 0 {
-		return apierrors.NewBadRequest("dryRun is not supported by this workload API server")
+// dryRun reads the dryRun parameter (All is its one valid value) into
+// the store's write options.
+func dryRun(values []string) ([]store.WriteOption, error) {
+	switch {
+	case len(values) == 0:
+		return nil, nil
+	case len(values) == 1 && values[0] == metav1.DryRunAll:
+		return []store.WriteOption{store.DryRun()}, nil
 	}
-	return nil
+	return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid dryRun %v: the supported value is All", values))
 }
 
 // finish turns what a write asks for into what is stored: the status
@@ -299,7 +302,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
+	wo, err := dryRun(r.URL.Query()["dryRun"])
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -332,7 +336,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	created, err := req.store.Create(req.res.storeResource(), obj)
+	created, err := req.store.Create(req.res.storeResource(), obj, wo...)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -358,7 +362,7 @@ func checkIdentity(req *request, obj *unstructured.Unstructured) error {
 // guaranteedUpdate reads the live object, derives the next one with mutate
 // and stores it; a conflict the request did not ask for (it set no
 // resourceVersion of its own) is retried on a fresh read.
-func (h *Handler) guaranteedUpdate(req *request, mutate func(live *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate func(live *unstructured.Unstructured) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
 	for attempt := 0; ; attempt++ {
 		live, err := req.store.Get(req.res.storeResource(), req.namespace, req.name)
 		if err != nil {
@@ -372,7 +376,7 @@ func (h *Handler) guaranteedUpdate(req *request, mutate func(live *unstructured.
 		if next.GetResourceVersion() == "" {
 			next.SetResourceVersion(live.GetResourceVersion())
 		}
-		out, err := req.store.Update(req.res.storeResource(), next)
+		out, err := req.store.Update(req.res.storeResource(), next, wo...)
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
 			continue
 		}
@@ -381,7 +385,8 @@ func (h *Handler) guaranteedUpdate(req *request, mutate func(live *unstructured.
 }
 
 func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
+	wo, err := dryRun(r.URL.Query()["dryRun"])
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -399,7 +404,7 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	manager := fieldManagerName(r)
-	out, err := h.guaranteedUpdate(req, func(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := h.guaranteedUpdate(req, wo, func(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return h.finish(req, manager, live, body.DeepCopy())
 	})
 	if err != nil {
@@ -410,8 +415,14 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 // deleteOptions reads the optional DeleteOptions body.
+// dryRun may come in the body or the query, as kube-apiserver accepts.
 func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
+	defer func() {
+		if len(opts.DryRun) == 0 {
+			opts.DryRun = r.URL.Query()["dryRun"]
+		}
+	}()
 	if r.ContentLength == 0 {
 		return opts, nil
 	}
@@ -444,16 +455,17 @@ func preconditions(opts *metav1.DeleteOptions) store.Preconditions {
 // delete deletes at once: there is no kubelet to wait for and no garbage
 // collector, so grace periods and propagation policies change nothing.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
-		writeError(w, err)
-		return
-	}
 	opts, err := deleteOptions(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	obj, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts))
+	wo, err := dryRun(opts.DryRun)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -462,7 +474,13 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
+	opts, err := deleteOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	wo, err := dryRun(opts.DryRun)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -478,7 +496,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 	}
 	deleted := make([]any, 0, len(items))
 	for _, i := range items {
-		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), store.Preconditions{})
+		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), preconditions(opts), wo...)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -499,7 +517,8 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 // evict deletes the pod unless a PodDisruptionBudget forbids it, and
 // answers as kube-apiserver does.
 func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
+	wo, err := dryRun(r.URL.Query()["dryRun"])
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -529,11 +548,17 @@ func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	if err := h.checkDisruptionBudget(req.store, pod); err != nil {
+	if opts != nil && len(opts.DryRun) > 0 {
+		if wo, err = dryRun(opts.DryRun); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if err := h.checkDisruptionBudget(req.store, pod, wo); err != nil {
 		writeError(w, err)
 		return
 	}
-	if _, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts)); err != nil {
+	if _, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -548,7 +573,7 @@ var pdbResource = lookup(policyV1, "poddisruptionbudgets")
 // checkDisruptionBudget is the eviction subresource's budget check: a pod
 // that has finished needs none; one budget selecting the pod must allow a
 // disruption (which this eviction then uses up); more than one is an error.
-func (h *Handler) checkDisruptionBudget(s *store.Store, pod *unstructured.Unstructured) error {
+func (h *Handler) checkDisruptionBudget(s *store.Store, pod *unstructured.Unstructured, wo []store.WriteOption) error {
 	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
 	if phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed) {
 		return nil
@@ -593,7 +618,7 @@ func (h *Handler) checkDisruptionBudget(s *store.Store, pod *unstructured.Unstru
 	next.SetGroupVersionKind(pdbResource.gvk())
 	// The resourceVersion read above guards against a concurrent eviction
 	// using the same disruption: that one gets a 409 and retries.
-	if _, err := s.Update(pdbResource.storeResource(), next); err != nil {
+	if _, err := s.Update(pdbResource.storeResource(), next, wo...); err != nil {
 		return err
 	}
 	return nil

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 type fieldManagerKey struct {
@@ -61,7 +63,8 @@ func (h *Handler) fieldManager(res *resource, subresource string) (*managedfield
 }
 
 func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req *request) {
-	if err := refuseDryRun(r); err != nil {
+	wo, err := dryRun(r.URL.Query()["dryRun"])
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -89,10 +92,10 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req *request) {
 	}
 	manager := fieldManagerName(r)
 	if patchType == types.ApplyYAMLPatchType {
-		h.apply(w, r, req, body)
+		h.apply(w, r, req, body, wo)
 		return
 	}
-	out, err := h.guaranteedUpdate(req, func(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := h.guaranteedUpdate(req, wo, func(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		patched, err := applyPatch(req.res, patchType, live, body)
 		if err != nil {
 			return nil, err
@@ -150,7 +153,7 @@ func unprocessable(msg string) error {
 // apply is server-side apply: the applied configuration merged into the
 // live object (or a new one) by the field manager, conflicts with other
 // managers a 409 unless forced.
-func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, body []byte) {
+func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, body []byte, wo []store.WriteOption) {
 	q := r.URL.Query()
 	manager := q.Get("fieldManager")
 	if manager == "" {
@@ -227,7 +230,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 		}
 		if creating {
 			defaultOnCreate(req.res, next)
-			created, err := req.store.Create(sr, next)
+			created, err := req.store.Create(sr, next, wo...)
 			if apierrors.IsAlreadyExists(err) && attempt < maxConflictRetries {
 				continue
 			}
@@ -252,7 +255,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 		if !conditional {
 			next.SetResourceVersion(live.GetResourceVersion())
 		}
-		out, err := req.store.Update(sr, next)
+		out, err := req.store.Update(sr, next, wo...)
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
 			continue
 		}

@@ -174,7 +174,8 @@ func (s *Store) Get(res Resource, namespace, name string) (*unstructured.Unstruc
 
 // Create stores a new object and returns it as stored. A name is generated
 // from metadata.generateName when metadata.name is empty.
-func (s *Store) Create(res Resource, in *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...WriteOption) (*unstructured.Unstructured, error) {
+	wo := writeOptions(opts)
 	obj := in.DeepCopy()
 	if !res.Namespaced {
 		obj.SetNamespace("")
@@ -221,13 +222,17 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured) (*unstructur
 		obj.SetLabels(lbls)
 	}
 
-	s.rv++
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now().Truncate(time.Second)))
-	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	obj.SetGeneration(1)
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
+	if wo.dryRun {
+		// What would be stored, without the resourceVersion storing assigns.
+		return obj, nil
+	}
+	s.rv++
+	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	s.objects[k] = obj
 	if res.Namespaced {
 		s.perNamespace[obj.GetNamespace()]++
@@ -258,7 +263,8 @@ func (s *Store) generateName(res Resource, namespace, prefix string) string {
 // deletionTimestamp are kept from the stored object; generation is bumped
 // when anything outside metadata and status changes. An object being
 // deleted whose last finalizer the update removes is deleted.
-func (s *Store) Update(res Resource, in *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...WriteOption) (*unstructured.Unstructured, error) {
+	wo := writeOptions(opts)
 	obj := in.DeepCopy()
 	if !res.Namespaced {
 		obj.SetNamespace("")
@@ -297,7 +303,7 @@ func (s *Store) Update(res Resource, in *unstructured.Unstructured) (*unstructur
 	// An update that changes nothing is not a change: no new
 	// resourceVersion and no event, as in kube-apiserver.
 	obj.SetResourceVersion(old.GetResourceVersion())
-	if equality.Semantic.DeepEqual(old.Object, obj.Object) {
+	if equality.Semantic.DeepEqual(old.Object, obj.Object) || wo.dryRun {
 		return obj, nil
 	}
 
@@ -336,7 +342,8 @@ type Preconditions struct {
 // (deletionTimestamp) and goes when its last finalizer is removed; a
 // namespace is marked Terminating, its content deleted, and goes when it is
 // empty. It returns the object's last state and whether it is gone.
-func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions) (*unstructured.Unstructured, bool, error) {
+func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, opts ...WriteOption) (*unstructured.Unstructured, bool, error) {
+	wo := writeOptions(opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -353,8 +360,38 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions) 
 		return nil, false, apierrors.NewConflict(res.GroupResource(), name,
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", pre.ResourceVersion, old.GetResourceVersion()))
 	}
+	if wo.dryRun {
+		obj := old.DeepCopy()
+		if obj.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
+			obj.SetDeletionTimestamp(&now)
+			obj.SetDeletionGracePeriodSeconds(new(int64))
+		}
+		return obj, s.removable(res, obj) && res != Namespaces, nil
+	}
 	obj, gone := s.deleteLocked(res, k, old)
 	return obj.DeepCopy(), gone, nil
+}
+
+// WriteOption changes how Create, Update and Delete write.
+type WriteOption func(*writeOpts)
+
+type writeOpts struct {
+	dryRun bool
+}
+
+// DryRun makes a write check and compute everything and store nothing
+// (kube-apiserver's dryRun=All): no new resourceVersion, no event.
+func DryRun() WriteOption {
+	return func(o *writeOpts) { o.dryRun = true }
+}
+
+func writeOptions(opts []WriteOption) writeOpts {
+	var o writeOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured) (*unstructured.Unstructured, bool) {

@@ -392,3 +392,39 @@ func TestCloseEndsWatches(t *testing.T) {
 	_, err = s.Watch(nodes, "", WatchOptions{})
 	g.Expect(apierrors.IsServiceUnavailable(err)).To(BeTrue(), "got %v", err)
 }
+
+func TestDryRunChecksEverythingAndStoresNothing(t *testing.T) {
+	g := NewWithT(t)
+	s := New(Options{})
+	rv := s.ResourceVersion()
+
+	would, err := s.Create(nodes, node("n"), DryRun())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(would.GetUID()).NotTo(BeEmpty())
+	g.Expect(would.GetResourceVersion()).To(BeEmpty())
+	_, err = s.Get(nodes, "", "n")
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "got %v", err)
+	_, err = s.Create(pods, pod("missing", "p", "", nil), DryRun())
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a dry run checks the namespace, got %v", err)
+	g.Expect(s.ResourceVersion()).To(Equal(rv))
+
+	n, err := s.Create(nodes, node("n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	changed := n.DeepCopy()
+	changed.SetLabels(map[string]string{"a": "b"})
+	would, err = s.Update(nodes, changed, DryRun())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(would.GetLabels()).To(HaveKeyWithValue("a", "b"))
+	stale := changed.DeepCopy()
+	stale.SetResourceVersion("1")
+	_, err = s.Update(nodes, stale, DryRun())
+	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "got %v", err)
+
+	_, gone, err := s.Delete(nodes, "", "n", Preconditions{}, DryRun())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(gone).To(BeTrue())
+	got, err := s.Get(nodes, "", "n")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.GetLabels()).To(BeEmpty())
+	g.Expect(got.GetResourceVersion()).To(Equal(n.GetResourceVersion()))
+}
