@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -376,4 +378,38 @@ func TestDryRunsChangeNothing(t *testing.T) {
 	})).To(Succeed())
 	_, err = cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred(), "a dry-run eviction leaves the pod")
+}
+
+func TestListsPaginate(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+	for i := range 5 {
+		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n" + strconv.Itoa(i)}}, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	first, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 2})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(first.Items).To(HaveLen(2))
+	g.Expect(first.Continue).NotTo(BeEmpty())
+	g.Expect(*first.RemainingItemCount).To(Equal(int64(3)))
+
+	// client-go's pager follows the continue tokens.
+	var names []string
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return cs.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize = 2
+	g.Expect(p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		names = append(names, obj.(*corev1.Node).Name)
+		return nil
+	})).To(Succeed())
+	g.Expect(names).To(Equal([]string{"n0", "n1", "n2", "n3", "n4"}))
+
+	// A token outlived by a change to nodes is 410 Gone.
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n5"}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 2, Continue: first.Continue})
+	g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "got %v", err)
 }

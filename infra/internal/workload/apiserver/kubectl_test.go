@@ -81,6 +81,10 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	g.Expect(out).To(MatchRegexp(`cp-0\s+Ready\s+control-plane\s+\S+\s+v1\.36\.3`))
 	g.Expect(out).To(ContainSubstring("w-0"))
 
+	out, err = kubectl("get", "nodes", "--chunk-size", "1", "-o", "name")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(strings.Fields(out)).To(Equal([]string{"node/cp-0", "node/w-0"}), "pages of one node each")
+
 	out, err = kubectl("get", "pods", "-A")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(MatchRegexp(`kube-system\s+etcd-cp-0\s+0/1\s+Pending\s+0`))

@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -269,19 +270,34 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	q := r.URL.Query()
-	items, rv, err := req.store.List(req.res.storeResource(), req.namespace, store.ListOptions{
+	var limit int64
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.ParseInt(v, 10, 64); err != nil || limit < 0 {
+			writeError(w, apierrors.NewBadRequest("invalid limit: "+v))
+			return
+		}
+	}
+	page, err := req.store.ListPage(req.res.storeResource(), req.namespace, store.ListOptions{
 		LabelSelector: ls, FieldSelector: fs,
 		ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
-	})
+	}, limit, q.Get("continue"))
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	items, rv := page.Items, page.ResourceVersion
+	listMeta := map[string]any{"resourceVersion": rv}
+	if page.Continue != "" {
+		listMeta["continue"] = page.Continue
+		listMeta["remainingItemCount"] = *page.RemainingItemCount
 	}
 	objs := make([]any, 0, len(items))
 	apiVersion, kind := req.res.gv.String(), req.res.kind+"List"
 	switch responseShape(r) {
 	case shapeTable:
-		writeJSON(w, http.StatusOK, table(req.res, items, rv))
+		t := table(req.res, items, rv)
+		t.Continue, t.RemainingItemCount = page.Continue, page.RemainingItemCount
+		writeJSON(w, http.StatusOK, t)
 		return
 	case shapeMetadata:
 		apiVersion, kind = "meta.k8s.io/v1", "PartialObjectMetadataList"
@@ -296,7 +312,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"apiVersion": apiVersion,
 		"kind":       kind,
-		"metadata":   map[string]any{"resourceVersion": rv},
+		"metadata":   listMeta,
 		"items":      objs,
 	})
 }

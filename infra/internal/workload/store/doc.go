@@ -9,7 +9,8 @@
 // (409 Conflict), honours finalizers (delete sets deletionTimestamp, the
 // object goes with its last finalizer), refuses namespaced objects in a
 // missing or terminating namespace, deletes a namespace's content with it,
-// filters lists and watches by label and field selectors, and keeps a
+// filters lists and watches by label and field selectors, pages lists
+// (consistently, or 410 Gone when that is no longer possible), and keeps a
 // bounded history of changes so that a watch resumes from a resourceVersion
 // or, when that version has left the history, fails with 410 Gone (Expired)
 // as kube-apiserver's watch cache does. Every error is an apierrors

@@ -502,7 +502,10 @@ func (s *Store) List(res Resource, namespace string, opts ListOptions) ([]*unstr
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.listLocked(res, namespace, opts)
+}
 
+func (s *Store) listLocked(res Resource, namespace string, opts ListOptions) ([]*unstructured.Unstructured, string, error) {
 	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
 		rv, err := parseRV(opts.ResourceVersion)
 		if err != nil {

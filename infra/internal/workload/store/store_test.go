@@ -428,3 +428,38 @@ func TestDryRunChecksEverythingAndStoresNothing(t *testing.T) {
 	g.Expect(got.GetLabels()).To(BeEmpty())
 	g.Expect(got.GetResourceVersion()).To(Equal(n.GetResourceVersion()))
 }
+
+func TestListPagesAreConsistentOrExpire(t *testing.T) {
+	g := NewWithT(t)
+	s := New(Options{})
+	for i := range 5 {
+		_, err := s.Create(nodes, node("n"+strconv.Itoa(i)))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	first, err := s.ListPage(nodes, "", ListOptions{}, 2, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(first.Items).To(HaveLen(2))
+	g.Expect(*first.RemainingItemCount).To(Equal(int64(3)))
+	g.Expect(first.Continue).NotTo(BeEmpty())
+
+	// A change elsewhere does not disturb the pages of this resource.
+	_, err = s.Create(pods, pod("default", "p", "", nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	second, err := s.ListPage(nodes, "", ListOptions{}, 2, first.Continue)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(second.Items[0].GetName()).To(Equal("n2"))
+	g.Expect(second.ResourceVersion).To(Equal(first.ResourceVersion))
+	last, err := s.ListPage(nodes, "", ListOptions{}, 2, second.Continue)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(last.Items).To(HaveLen(1))
+	g.Expect(last.Continue).To(BeEmpty())
+
+	// A change to the resource makes the token unservable.
+	_, err = s.Create(nodes, node("n9"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.ListPage(nodes, "", ListOptions{}, 2, second.Continue)
+	g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "got %v", err)
+
+	_, err = s.ListPage(nodes, "", ListOptions{}, 2, "garbage!")
+	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "got %v", err)
+}
