@@ -29,7 +29,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
-func clientset(t *testing.T, ts *testServer, cluster string) *kubernetes.Clientset {
+func clientset(t testing.TB, ts *testServer, cluster string) *kubernetes.Clientset {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(ts.restConfig(t, cluster))
 	if err != nil {

@@ -30,7 +30,7 @@ type testCA struct {
 	keyPEM  []byte
 }
 
-func newCA(t *testing.T, name string) *testCA {
+func newCA(t testing.TB, name string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -65,7 +65,7 @@ func newCA(t *testing.T, name string) *testCA {
 }
 
 // clientCert is a client certificate as the one in <cluster>-kubeconfig.
-func (ca *testCA) clientCert(t *testing.T) (certPEM, keyPEM []byte) {
+func (ca *testCA) clientCert(t testing.TB) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -107,7 +107,7 @@ type testServer struct {
 	faults   *faults
 }
 
-func startServer(t *testing.T, storeOpts store.Options, names ...string) *testServer {
+func startServer(t testing.TB, storeOpts store.Options, names ...string) *testServer {
 	t.Helper()
 	g := NewWithT(t)
 	ts := &testServer{clusters: map[string]*testCluster{}, faults: &faults{}, served: &Clusters{}}
@@ -142,7 +142,7 @@ func startServer(t *testing.T, storeOpts store.Options, names ...string) *testSe
 }
 
 // restConfig is a client configuration with the cluster's client certificate.
-func (ts *testServer) restConfig(t *testing.T, cluster string) *rest.Config {
+func (ts *testServer) restConfig(t testing.TB, cluster string) *rest.Config {
 	c := ts.clusters[cluster]
 	certPEM, keyPEM := c.ca.clientCert(t)
 	return &rest.Config{
@@ -153,7 +153,8 @@ func (ts *testServer) restConfig(t *testing.T, cluster string) *rest.Config {
 			CertData:   certPEM,
 			KeyData:    keyPEM,
 		},
-		QPS: 1000, Burst: 1000,
+		// No client-side rate limit: the tests and benchmarks measure the server.
+		QPS: -1,
 	}
 }
 
