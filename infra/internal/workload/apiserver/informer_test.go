@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -192,4 +193,51 @@ func warmUp(g Gomega, cs *kubernetes.Clientset, informer cache.SharedIndexInform
 	_, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), configMap("warm-up"), metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() []string { return cacheNames(informer) }, 10*time.Second, 20*time.Millisecond).Should(ContainElement("warm-up"))
+}
+
+// classicListWatch makes a reflector list then watch, as clients without
+// watch-list (client-go before v0.35, or with it switched off) do.
+type classicListWatch struct{ *cache.ListWatch }
+
+func (classicListWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+func TestListThenWatchInformerRelistsAfterGone(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{HistorySize: 3}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("doomed"), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	lw := classicListWatch{cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
+	informer := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	rec := &recorder{}
+	_, err = informer.AddEventHandler(rec.handler())
+	g.Expect(err).NotTo(HaveOccurred())
+	go informer.RunWithContext(ctx)
+	g.Expect(cache.WaitForCacheSync(ctx.Done(), informer.HasSynced)).To(BeTrue())
+	g.Expect(cacheNames(informer)).To(ConsistOf("doomed"))
+	warmUp(g, cs, informer)
+
+	// Its first watch started from the list's resourceVersion, without initial events.
+	first := ts.faults.watchRequests()[0]
+	g.Expect(first.Get("resourceVersion")).NotTo(BeEmpty())
+	g.Expect(first.Get("sendInitialEvents")).To(BeEmpty())
+
+	ts.faults.cutWatches(true)
+	requests := ts.faults.served()
+	g.Expect(cs.CoreV1().ConfigMaps("default").Delete(ctx, "doomed", metav1.DeleteOptions{})).To(Succeed())
+	for i := range 5 {
+		_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("new-"+strconv.Itoa(i)), metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	changes := 6
+	ts.faults.release()
+
+	g.Eventually(func() []string { return cacheNames(informer) }, 20*time.Second, 20*time.Millisecond).
+		Should(ConsistOf("warm-up", "new-0", "new-1", "new-2", "new-3", "new-4"))
+	_, _, deleted := rec.snapshot()
+	g.Expect(deleted).To(ConsistOf("doomed"))
+	g.Expect(ts.faults.served()).To(BeNumerically(">", requests+changes), "after the 410 it listed again")
 }
