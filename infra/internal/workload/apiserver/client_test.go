@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,36 +40,54 @@ func clientset(t testing.TB, ts *testServer, cluster string) *kubernetes.Clients
 }
 
 func TestDiscoveryListsEveryServedResource(t *testing.T) {
-	g := NewWithT(t)
 	ts := startServer(t, store.Options{}, "c1")
-	dc, err := discovery.NewDiscoveryClientForConfig(ts.restConfig(t, "c1"))
-	g.Expect(err).NotTo(HaveOccurred())
+	// Aggregated discovery (client-go's default) and the documents per
+	// group version (older clients) say the same.
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			g := NewWithT(t)
+			dc, err := discovery.NewDiscoveryClientForConfig(ts.restConfig(t, "c1"))
+			g.Expect(err).NotTo(HaveOccurred())
+			dc.UseLegacyDiscovery = legacy
 
-	v, err := dc.ServerVersion()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(v.GitVersion).To(Equal(DefaultKubernetesVersion))
+			v, err := dc.ServerVersion()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(v.GitVersion).To(Equal(DefaultKubernetesVersion))
 
-	groups, lists, err := dc.ServerGroupsAndResources()
-	g.Expect(err).NotTo(HaveOccurred())
-	var groupNames []string
-	for _, gr := range groups {
-		groupNames = append(groupNames, gr.Name)
-	}
-	g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"))
-	served := map[string]bool{}
-	for _, l := range lists {
-		for _, r := range l.APIResources {
-			served[l.GroupVersion+"/"+r.Name] = true
-		}
-	}
-	for _, want := range []string{
-		"v1/nodes", "v1/nodes/status", "v1/pods", "v1/pods/status", "v1/pods/eviction", "v1/configmaps", "v1/secrets",
-		"v1/namespaces", "v1/serviceaccounts", "v1/events", "events.k8s.io/v1/events", "apps/v1/deployments",
-		"apps/v1/daemonsets", "coordination.k8s.io/v1/leases", "rbac.authorization.k8s.io/v1/clusterroles",
-		"rbac.authorization.k8s.io/v1/clusterrolebindings", "rbac.authorization.k8s.io/v1/roles",
-		"rbac.authorization.k8s.io/v1/rolebindings", "policy/v1/poddisruptionbudgets",
-	} {
-		g.Expect(served).To(HaveKey(want))
+			before := ts.faults.served()
+			groups, lists, err := dc.ServerGroupsAndResources()
+			g.Expect(err).NotTo(HaveOccurred())
+			if legacy {
+				g.Expect(ts.faults.served()-before).To(Equal(2+len(groupVersions)), "/api, /apis and one document per group version")
+			} else {
+				g.Expect(ts.faults.served()-before).To(Equal(2), "/api and /apis, aggregated")
+			}
+			var groupNames []string
+			for _, gr := range groups {
+				groupNames = append(groupNames, gr.Name)
+			}
+			g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"))
+			served := map[string]metav1.APIResource{}
+			for _, l := range lists {
+				for _, r := range l.APIResources {
+					served[l.GroupVersion+"/"+r.Name] = r
+				}
+			}
+			for _, want := range []string{
+				"v1/nodes", "v1/nodes/status", "v1/pods", "v1/pods/status", "v1/pods/eviction", "v1/configmaps", "v1/secrets",
+				"v1/namespaces", "v1/serviceaccounts", "v1/events", "events.k8s.io/v1/events", "apps/v1/deployments",
+				"apps/v1/daemonsets", "coordination.k8s.io/v1/leases", "rbac.authorization.k8s.io/v1/clusterroles",
+				"rbac.authorization.k8s.io/v1/clusterrolebindings", "rbac.authorization.k8s.io/v1/roles",
+				"rbac.authorization.k8s.io/v1/rolebindings", "policy/v1/poddisruptionbudgets",
+			} {
+				g.Expect(served).To(HaveKey(want))
+			}
+			g.Expect(served["v1/pods"].Namespaced).To(BeTrue())
+			g.Expect(served["v1/pods"].ShortNames).To(ConsistOf("po"))
+			g.Expect(served["v1/nodes"].Namespaced).To(BeFalse())
+			g.Expect(served["v1/pods/eviction"].Group).To(Equal("policy"))
+			g.Expect(served["v1/pods/eviction"].Kind).To(Equal("Eviction"))
+		})
 	}
 }
 

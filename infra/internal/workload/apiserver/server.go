@@ -147,9 +147,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "version":
 		writeJSON(w, http.StatusOK, h.version)
 		return
+	case path == "api" && wantsAggregated(r):
+		writeAggregated(w, true)
+		return
+	case path == "apis" && wantsAggregated(r):
+		writeAggregated(w, false)
+		return
 	case path == "api":
-		// Always the unaggregated document: client-go reads the
-		// Content-Type and falls back from aggregated discovery.
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{
 			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
 			Versions: []string{"v1"},
