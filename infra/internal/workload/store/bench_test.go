@@ -3,6 +3,7 @@ package store
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -74,19 +75,48 @@ func BenchmarkKubeadmLikeStoreMemory(b *testing.B) {
 			}))
 		}
 	}
-	for b.Loop() {
-		stores := make([]*Store, n)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for i := range stores {
-			stores[i] = New(Options{})
-			populate(stores[i])
+	for _, churn := range []bool{false, true} {
+		name := "settled"
+		if churn {
+			name = "full-history-of-lease-renewals"
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/store")
-		runtime.KeepAlive(stores)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				stores := make([]*Store, n)
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for i := range stores {
+					stores[i] = New(Options{})
+					populate(stores[i])
+					if churn {
+						renewLeases(b, stores[i], leases, DefaultHistorySize)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/store")
+				runtime.KeepAlive(stores)
+			}
+		})
+	}
+}
+
+// renewLeases updates the node Leases' renewTime rounds times, as kubelets
+// do every 10 s, so that the history is full of old versions (the worst
+// case of memory per store: old versions of small objects kept alive).
+func renewLeases(b *testing.B, s *Store, leases Resource, rounds int) {
+	for i := range rounds {
+		l, err := s.Get(leases, "kube-node-lease", []string{"cp-0", "w-0", "w-1", "w-2"}[i%4])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(l.Object, "2026-11-27T13:00:"+strconv.Itoa(10+i%50)+".000000Z", "spec", "renewTime"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Update(leases, l); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

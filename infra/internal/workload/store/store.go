@@ -41,7 +41,7 @@ var Namespaces = Resource{Resource: "namespaces"}
 
 // Defaults of Options.
 const (
-	DefaultHistorySize      = 256
+	DefaultHistorySize      = 100
 	DefaultWatchQueueSize   = 1024
 	DefaultBookmarkInterval = time.Minute
 )
