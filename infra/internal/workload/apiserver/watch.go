@@ -60,8 +60,8 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
+	// No Content-Length: HTTP/1.1 streams it chunked, HTTP/2 as data frames.
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	if err != nil {
@@ -86,9 +86,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 			if err := enc.Encode(map[string]any{"type": string(e.Type), "object": eventObject(req.res, shape, e)}); err != nil {
 				return
 			}
-			if len(wi.ResultChan()) == 0 {
-				flusher.Flush()
-			}
+			flusher.Flush()
 		case <-r.Context().Done():
 			return
 		case <-timer.C:
