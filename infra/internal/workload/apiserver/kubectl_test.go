@@ -89,6 +89,34 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(MatchRegexp(`kube-system\s+etcd-cp-0\s+0/1\s+Pending\s+0`))
 
+	_, err = cs.AppsV1().Deployments("kube-system").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "coredns"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-dns"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "coredns", Image: "coredns"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err = kubectl("get", "deployments", "-n", "kube-system")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`NAME\s+READY\s+UP-TO-DATE\s+AVAILABLE\s+AGE`))
+	g.Expect(out).To(MatchRegexp(`coredns\s+0/2\s+0\s+0`))
+
+	_, err = cs.CoreV1().Events("default").Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "w-0.1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "w-0"},
+		Type:           corev1.EventTypeNormal, Reason: "NodeReady", Message: "Node w-0 status is now: NodeReady",
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err = kubectl("get", "events")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE`))
+	g.Expect(out).To(MatchRegexp(`Normal\s+NodeReady\s+node/w-0\s+Node w-0 status is now: NodeReady`))
+
 	out, err = kubectl("label", "node", "w-0", "node-role.kubernetes.io/worker=")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("node/w-0 labeled"))

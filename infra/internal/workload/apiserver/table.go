@@ -49,7 +49,8 @@ func partialObjectMetadata(u *unstructured.Unstructured) map[string]any {
 }
 
 // table is the meta.k8s.io/v1 Table kubectl get prints: NAME and AGE for
-// every kind, and kube-apiserver's columns for Nodes, Pods and Namespaces.
+// every kind, and kube-apiserver's columns for Nodes, Pods, Namespaces,
+// Deployments, DaemonSets and core Events.
 func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1.Table {
 	var cells []func(*unstructured.Unstructured) any
 	t := &metav1.Table{
@@ -88,6 +89,40 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 	case res.gv == coreV1 && res.name == "namespaces":
 		column("Status", phase)
 		column("Age", age)
+	case res.gv == appsV1 && res.name == "deployments":
+		column("Ready", func(u *unstructured.Unstructured) any {
+			return fmt.Sprintf("%d/%d", int64At(u, "status", "readyReplicas"), int64At(u, "spec", "replicas"))
+		})
+		column("Up-to-date", func(u *unstructured.Unstructured) any { return int64At(u, "status", "updatedReplicas") })
+		column("Available", func(u *unstructured.Unstructured) any { return int64At(u, "status", "availableReplicas") })
+		column("Age", age)
+	case res.gv == appsV1 && res.name == "daemonsets":
+		for _, c := range []struct{ name, field string }{
+			{"Desired", "desiredNumberScheduled"}, {"Current", "currentNumberScheduled"}, {"Ready", "numberReady"},
+			{"Up-to-date", "updatedNumberScheduled"}, {"Available", "numberAvailable"},
+		} {
+			column(c.name, func(u *unstructured.Unstructured) any { return int64At(u, "status", c.field) })
+		}
+		column("Age", age)
+	case res.gv == coreV1 && res.name == "events":
+		// As kube-apiserver prints Events: the name only with -o wide.
+		t.ColumnDefinitions[0].Priority = 1
+		column("Last Seen", func(u *unstructured.Unstructured) any {
+			for _, f := range []string{"lastTimestamp", "eventTime"} {
+				if ts, ok, _ := unstructured.NestedString(u.Object, f); ok && ts != "" {
+					if parsed, err := time.Parse(time.RFC3339, ts); err == nil {
+						return duration.HumanDuration(time.Since(parsed))
+					}
+				}
+			}
+			return age(u)
+		})
+		column("Type", func(u *unstructured.Unstructured) any { return stringAt(u, "type") })
+		column("Reason", func(u *unstructured.Unstructured) any { return stringAt(u, "reason") })
+		column("Object", func(u *unstructured.Unstructured) any {
+			return strings.ToLower(stringAt(u, "involvedObject", "kind")) + "/" + stringAt(u, "involvedObject", "name")
+		})
+		column("Message", func(u *unstructured.Unstructured) any { return stringAt(u, "message") })
 	default:
 		column("Age", age)
 	}
@@ -174,4 +209,14 @@ func podRestarts(u *unstructured.Unstructured) any {
 		}
 	}
 	return restarts
+}
+
+func int64At(u *unstructured.Unstructured, path ...string) int64 {
+	v, _, _ := unstructured.NestedInt64(u.Object, path...)
+	return v
+}
+
+func stringAt(u *unstructured.Unstructured, path ...string) string {
+	v, _, _ := unstructured.NestedString(u.Object, path...)
+	return v
 }
