@@ -432,3 +432,38 @@ func TestListsPaginate(t *testing.T) {
 	_, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 2, Continue: first.Continue})
 	g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "got %v", err)
 }
+
+func TestUnknownFieldsFollowFieldValidation(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	rc := cs.CoreV1().RESTClient()
+	ctx := context.Background()
+	body := func(name string) []byte {
+		return []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `"},"data":{"a":"b"},"bogus":1}`)
+	}
+	post := func(name, mode string) rest.Result {
+		req := rc.Post().AbsPath("/api/v1/namespaces/default/configmaps").SetHeader("Content-Type", "application/json").Body(body(name))
+		if mode != "" {
+			req = req.Param("fieldValidation", mode)
+		}
+		return req.Do(ctx)
+	}
+
+	err := post("strict", "Strict").Error()
+	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring(`unknown field "bogus"`))
+
+	res := post("warned", "")
+	g.Expect(res.Error()).NotTo(HaveOccurred())
+	g.Expect(res.Warnings()).To(HaveLen(1))
+	g.Expect(res.Warnings()[0].Text).To(ContainSubstring(`unknown field "bogus"`))
+
+	res = post("ignored", "Ignore")
+	g.Expect(res.Error()).NotTo(HaveOccurred())
+	g.Expect(res.Warnings()).To(BeEmpty())
+
+	raw, err := rc.Get().AbsPath("/api/v1/namespaces/default/configmaps/warned").DoRaw(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(raw)).NotTo(ContainSubstring("bogus"), "unknown fields are never stored")
+}

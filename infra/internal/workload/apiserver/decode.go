@@ -162,3 +162,35 @@ func dryRun(values []string) ([]store.WriteOption, error) {
 	}
 	return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid dryRun %v: the supported value is All", values))
 }
+
+// checkUnknownFields applies the request's fieldValidation to the fields of
+// obj its type does not have: Strict refuses them (400), Warn (the default,
+// as in kube-apiserver) answers with a Warning header per field, Ignore says
+// nothing. Stored objects never keep them: the typed round trip drops them.
+func checkUnknownFields(w http.ResponseWriter, r *http.Request, res *resource, obj *unstructured.Unstructured) error {
+	mode := r.URL.Query().Get("fieldValidation")
+	switch mode {
+	case metav1.FieldValidationIgnore:
+		return nil
+	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("fieldValidation %q is not one of Ignore, Warn, Strict", mode))
+	}
+	out, err := scheme.Scheme.New(res.gvk())
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("failed to make a %s: %w", res.kind, err))
+	}
+	err = runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, out, true)
+	strict, ok := runtime.AsStrictDecodingError(err)
+	if !ok {
+		// Wrongly typed fields are typed()'s 400.
+		return nil
+	}
+	if mode == metav1.FieldValidationStrict {
+		return apierrors.NewBadRequest(fmt.Sprintf("strict decoding error: %v", strict))
+	}
+	for _, e := range strict.Errors() {
+		w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
+	}
+	return nil
+}

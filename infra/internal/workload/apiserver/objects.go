@@ -196,6 +196,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		}
 		obj.SetNamespace(req.namespace)
 	}
+	if err := checkUnknownFields(w, r, req.res, obj); err != nil {
+		writeError(w, err)
+		return
+	}
 	obj, err = h.finish(req, fieldManagerName(r), nil, obj)
 	if err != nil {
 		writeError(w, err)
@@ -265,6 +269,10 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	if err := checkIdentity(req, body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := checkUnknownFields(w, r, req.res, body); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -95,6 +95,7 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req *request) {
 		h.apply(w, r, req, body, wo)
 		return
 	}
+	attempt := 0 // warnings are written once, not on every retry
 	out, err := h.guaranteedUpdate(req, wo, func(live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		patched, err := applyPatch(req.res, patchType, live, body)
 		if err != nil {
@@ -106,6 +107,12 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request, req *request) {
 		if err := checkKind(req.res, patched); err != nil {
 			return nil, err
 		}
+		if attempt == 0 {
+			if err := checkUnknownFields(w, r, req.res, patched); err != nil {
+				return nil, err
+			}
+		}
+		attempt++
 		return h.finish(req, manager, live, patched)
 	})
 	if err != nil {
