@@ -124,6 +124,19 @@ func TestKubectlGetsLabelsAndDeletes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n.Labels).To(HaveKeyWithValue("node-role.kubernetes.io/worker", ""))
 
+	// A Node condition set through the status subresource, as a
+	// MachineHealthCheck test does; conditions merge by type.
+	out, err = kubectl("patch", "node", "cp-0", "--subresource", "status", "--type", "strategic",
+		"-p", `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Test"}]}}`)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	n, err = cs.CoreV1().Nodes().Get(ctx, "cp-0", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Status.Conditions).To(HaveLen(1))
+	g.Expect(n.Status.Conditions[0].Status).To(Equal(corev1.ConditionFalse))
+	out, err = kubectl("get", "node", "cp-0")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`cp-0\s+NotReady`))
+
 	out, err = kubectl("get", "nodes", "-l", "node-role.kubernetes.io/worker", "-o", "name")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(strings.TrimSpace(out)).To(Equal("node/w-0"))
