@@ -1,0 +1,92 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// aggregatedContentType is the media type of aggregated discovery v2, which
+// client-go and kubectl ask for first: one document for /api and one for
+// /apis instead of one per group version.
+const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+// wantsAggregated says the Accept header asks for aggregated discovery v2.
+func wantsAggregated(r *http.Request) bool {
+	for _, accept := range strings.Split(r.Header.Get("Accept"), ",") {
+		params := map[string]string{}
+		for _, p := range strings.Split(accept, ";")[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			params[k] = v
+		}
+		if params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" && params["as"] == "APIGroupDiscoveryList" {
+			return true
+		}
+	}
+	return false
+}
+
+// aggregatedDiscovery is the document of the core group (legacy) or of the
+// named groups.
+func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
+	list := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
+	}
+	for _, gv := range groupVersions {
+		if (gv.Group == "") != legacy {
+			continue
+		}
+		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		for _, r := range resources {
+			if r.gv != gv {
+				continue
+			}
+			scope := apidiscoveryv2.ScopeCluster
+			if r.namespaced {
+				scope = apidiscoveryv2.ScopeNamespace
+			}
+			d := apidiscoveryv2.APIResourceDiscovery{
+				Resource: r.name, SingularResource: r.singular, Scope: scope, Verbs: allVerbs,
+				ShortNames: r.shortNames, Categories: r.categories,
+				ResponseKind: &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.kind},
+			}
+			if r.status {
+				d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource:  "status",
+					ResponseKind: &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.kind},
+					Verbs:        []string{"get", "patch", "update"},
+				})
+			}
+			if r.eviction {
+				d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource:  "eviction",
+					ResponseKind: &metav1.GroupVersionKind{Group: policyV1.Group, Version: policyV1.Version, Kind: "Eviction"},
+					Verbs:        []string{"create"},
+				})
+			}
+			version.Resources = append(version.Resources, d)
+		}
+		// One version per group is served, so each group has one entry.
+		list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{
+			ObjectMeta: metav1.ObjectMeta{Name: gv.Group},
+			Versions:   []apidiscoveryv2.APIVersionDiscovery{version},
+		})
+	}
+	return list
+}
+
+func writeAggregated(w http.ResponseWriter, legacy bool) {
+	body, err := json.Marshal(aggregatedDiscovery(legacy))
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(fmt.Errorf("failed to encode the discovery document: %w", err)))
+		return
+	}
+	w.Header().Set("Content-Type", aggregatedContentType)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}

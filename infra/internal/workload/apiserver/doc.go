@@ -1,0 +1,14 @@
+// Package apiserver serves a workload cluster's Kubernetes API over HTTP from
+// its store: discovery (aggregated and per group version), get, list, watch,
+// create, update, patch and delete for the kinds Cluster API's controllers
+// and kubectl use, with kube-apiserver's semantics (resourceVersion,
+// selectors, pagination, watch resume and 410 Gone, merge, strategic-merge,
+// JSON and server-side apply patches with managedFields, dry runs, status
+// and eviction subresources) and every error a metav1.Status.
+//
+// One Handler serves any number of clusters: Options.StoreFor picks the
+// cluster's store for each request. Clusters is such a resolver for one
+// listener shared by clusters told apart by the TLS server name, and
+// TLSConfig, NewClusterTLS and Serve serve a Handler to clients whose
+// certificate the cluster's CA signed.
+package apiserver

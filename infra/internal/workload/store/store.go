@@ -1,0 +1,597 @@
+package store
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Resource names a kind of object in the store: its API group and plural
+// resource name (versions share storage, as in kube-apiserver), and whether
+// its objects live in a namespace.
+type Resource struct {
+	Group      string
+	Resource   string
+	Namespaced bool
+}
+
+// GroupResource is the resource's group and name, as errors report them.
+func (r Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.Group, Resource: r.Resource}
+}
+
+// Namespaces is the core namespaces resource, which namespaced objects need.
+var Namespaces = Resource{Resource: "namespaces"}
+
+// Defaults of Options.
+const (
+	DefaultHistorySize      = 100
+	DefaultWatchQueueSize   = 1024
+	DefaultBookmarkInterval = time.Minute
+)
+
+// DefaultNamespaces are the namespaces kube-apiserver makes at start.
+var DefaultNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, "kube-node-lease"}
+
+// Options configure a Store; the zero value is usable.
+type Options struct {
+	// HistorySize is how many changes are kept for watches to resume from;
+	// a watch from an older resourceVersion gets 410 Gone. Default
+	// DefaultHistorySize. It bounds the store's memory beyond its objects.
+	HistorySize int
+	// WatchQueueSize is how many events a watcher may fall behind before it
+	// is closed (the client resumes from its last resourceVersion, as it
+	// does after kube-apiserver drops a slow watcher). Initial events do
+	// not count. Default DefaultWatchQueueSize.
+	WatchQueueSize int
+	// BookmarkInterval is how often watchers that allow bookmarks get one.
+	// Default DefaultBookmarkInterval.
+	BookmarkInterval time.Duration
+	// InitialNamespaces are created by New. Nil means DefaultNamespaces;
+	// an empty non-nil slice means none.
+	InitialNamespaces []string
+	// Now is the clock for creation and deletion timestamps. Default time.Now.
+	Now func() time.Time
+	// InitialResourceVersion is the resourceVersion before the first change.
+	// Default: the microseconds since the epoch at New, so that a store
+	// rebuilt after a restart never reuses the versions of the one before
+	// and clients resuming from those get 410 Gone and relist.
+	InitialResourceVersion uint64
+}
+
+type key struct {
+	group, resource, namespace, name string
+}
+
+// event is one change, as kept in the history.
+type event struct {
+	typ  watch.EventType
+	res  Resource
+	obj  *unstructured.Unstructured // after the change (for deletions: the last state, with the deletion's resourceVersion)
+	prev *unstructured.Unstructured // before the change; nil for additions
+	rv   uint64
+}
+
+// Store holds the objects of one workload cluster. It is safe for concurrent use.
+type Store struct {
+	opts Options
+
+	mu      sync.Mutex
+	rv      uint64
+	objects map[key]*unstructured.Unstructured
+	// perNamespace counts the objects in each namespace, for namespace deletion.
+	perNamespace map[string]int
+	// history is a ring of the latest changes, grown up to HistorySize.
+	history   []event
+	histStart int
+	// floor is the resourceVersion after which every change is in history.
+	floor    uint64
+	watchers map[*watcher]struct{}
+	closed   bool
+}
+
+// New returns a store holding opts.InitialNamespaces.
+func New(opts Options) *Store {
+	if opts.HistorySize <= 0 {
+		opts.HistorySize = DefaultHistorySize
+	}
+	if opts.WatchQueueSize <= 0 {
+		opts.WatchQueueSize = DefaultWatchQueueSize
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.InitialNamespaces == nil {
+		opts.InitialNamespaces = DefaultNamespaces
+	}
+	if opts.InitialResourceVersion == 0 {
+		opts.InitialResourceVersion = uint64(opts.Now().UnixMicro())
+	}
+	s := &Store{
+		opts:         opts,
+		rv:           opts.InitialResourceVersion,
+		floor:        opts.InitialResourceVersion,
+		objects:      map[key]*unstructured.Unstructured{},
+		perNamespace: map[string]int{},
+		watchers:     map[*watcher]struct{}{},
+	}
+	for _, name := range opts.InitialNamespaces {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(name)
+		if _, err := s.Create(Namespaces, ns); err != nil {
+			// Only a duplicate in InitialNamespaces gets here; it is already there.
+			continue
+		}
+	}
+	return s
+}
+
+// ResourceVersion is the store's current resourceVersion.
+func (s *Store) ResourceVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strconv.FormatUint(s.rv, 10)
+}
+
+func keyOf(res Resource, namespace, name string) key {
+	if !res.Namespaced {
+		namespace = ""
+	}
+	return key{group: res.Group, resource: res.Resource, namespace: namespace, name: name}
+}
+
+// Get returns a copy of the object, or 404 NotFound.
+func (s *Store) Get(res Resource, namespace, name string) (*unstructured.Unstructured, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj, ok := s.objects[keyOf(res, namespace, name)]
+	if !ok {
+		return nil, apierrors.NewNotFound(res.GroupResource(), name)
+	}
+	return obj.DeepCopy(), nil
+}
+
+// Create stores a new object and returns it as stored. A name is generated
+// from metadata.generateName when metadata.name is empty.
+func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...WriteOption) (*unstructured.Unstructured, error) {
+	wo := writeOptions(opts)
+	obj := in.DeepCopy()
+	if !res.Namespaced {
+		obj.SetNamespace("")
+	} else if obj.GetNamespace() == "" {
+		return nil, apierrors.NewBadRequest("the namespace of the object must be set for a namespaced resource")
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if obj.GetName() == "" {
+		if obj.GetGenerateName() == "" {
+			return nil, apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), "", field.ErrorList{
+				field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
+			})
+		}
+		obj.SetName(s.generateName(res, obj.GetNamespace(), obj.GetGenerateName()))
+	}
+	if res.Namespaced {
+		ns, ok := s.objects[keyOf(Namespaces, "", obj.GetNamespace())]
+		if !ok {
+			return nil, apierrors.NewNotFound(Namespaces.GroupResource(), obj.GetNamespace())
+		}
+		if ns.GetDeletionTimestamp() != nil {
+			return nil, apierrors.NewForbidden(res.GroupResource(), obj.GetName(),
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", obj.GetNamespace()))
+		}
+	}
+	k := keyOf(res, obj.GetNamespace(), obj.GetName())
+	if _, exists := s.objects[k]; exists {
+		return nil, apierrors.NewAlreadyExists(res.GroupResource(), obj.GetName())
+	}
+
+	if res == Namespaces {
+		// What kube-apiserver's namespace registry sets on every namespace.
+		if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "" {
+			_ = unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		}
+		lbls := obj.GetLabels()
+		if lbls == nil {
+			lbls = map[string]string{}
+		}
+		lbls["kubernetes.io/metadata.name"] = obj.GetName()
+		obj.SetLabels(lbls)
+	}
+
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now().Truncate(time.Second)))
+	obj.SetGeneration(1)
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	if wo.dryRun {
+		// What would be stored, without the resourceVersion storing assigns.
+		return obj, nil
+	}
+	s.rv++
+	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	s.objects[k] = obj
+	if res.Namespaced {
+		s.perNamespace[obj.GetNamespace()]++
+	}
+	s.emit(event{typ: watch.Added, res: res, obj: obj, rv: s.rv})
+	return obj.DeepCopy(), nil
+}
+
+const generatedSuffixChars = "bcdfghjklmnpqrstvwxz2456789"
+
+// generateName picks a free name with the prefix, as kube-apiserver's
+// five-character suffix does.
+func (s *Store) generateName(res Resource, namespace, prefix string) string {
+	for {
+		b := make([]byte, 5)
+		for i := range b {
+			b[i] = generatedSuffixChars[rand.IntN(len(generatedSuffixChars))]
+		}
+		name := prefix + string(b)
+		if _, taken := s.objects[keyOf(res, namespace, name)]; !taken {
+			return name
+		}
+	}
+}
+
+// Update replaces an object. A non-empty metadata.resourceVersion must be
+// the stored one (else 409 Conflict). uid, creationTimestamp and
+// deletionTimestamp are kept from the stored object; generation is bumped
+// when anything outside metadata and status changes. An object being
+// deleted whose last finalizer the update removes is deleted.
+func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...WriteOption) (*unstructured.Unstructured, error) {
+	wo := writeOptions(opts)
+	obj := in.DeepCopy()
+	if !res.Namespaced {
+		obj.SetNamespace("")
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	k := keyOf(res, obj.GetNamespace(), obj.GetName())
+	old, ok := s.objects[k]
+	if !ok {
+		return nil, apierrors.NewNotFound(res.GroupResource(), obj.GetName())
+	}
+	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+		return nil, conflict(res, obj.GetName())
+	}
+	if old.GetDeletionTimestamp() != nil {
+		oldFinalizers := old.GetFinalizers()
+		for _, f := range obj.GetFinalizers() {
+			if !slices.Contains(oldFinalizers, f) {
+				return nil, apierrors.NewInvalid(obj.GroupVersionKind().GroupKind(), obj.GetName(), field.ErrorList{
+					field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted"),
+				})
+			}
+		}
+	}
+
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetGeneration(old.GetGeneration())
+	if !equality.Semantic.DeepEqual(withoutMetaAndStatus(old), withoutMetaAndStatus(obj)) {
+		obj.SetGeneration(old.GetGeneration() + 1)
+	}
+	// An update that changes nothing is not a change: no new
+	// resourceVersion and no event, as in kube-apiserver.
+	obj.SetResourceVersion(old.GetResourceVersion())
+	if equality.Semantic.DeepEqual(old.Object, obj.Object) || wo.dryRun {
+		return obj, nil
+	}
+
+	s.rv++
+	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	if obj.GetDeletionTimestamp() != nil && s.removable(res, obj) {
+		s.remove(res, k, obj, old)
+		return obj.DeepCopy(), nil
+	}
+	s.objects[k] = obj
+	s.emit(event{typ: watch.Modified, res: res, obj: obj, prev: old, rv: s.rv})
+	return obj.DeepCopy(), nil
+}
+
+func withoutMetaAndStatus(obj *unstructured.Unstructured) map[string]any {
+	m := maps.Clone(obj.Object)
+	delete(m, "metadata")
+	delete(m, "status")
+	delete(m, "apiVersion")
+	delete(m, "kind")
+	return m
+}
+
+func conflict(res Resource, name string) error {
+	return apierrors.NewConflict(res.GroupResource(), name,
+		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// Preconditions must hold for a delete to proceed (409 Conflict otherwise).
+type Preconditions struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
+// Delete deletes an object. An object with finalizers is only marked
+// (deletionTimestamp) and goes when its last finalizer is removed; a
+// namespace is marked Terminating, its content deleted, and goes when it is
+// empty. It returns the object's last state and whether it is gone.
+func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, opts ...WriteOption) (*unstructured.Unstructured, bool, error) {
+	wo := writeOptions(opts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	k := keyOf(res, namespace, name)
+	old, ok := s.objects[k]
+	if !ok {
+		return nil, false, apierrors.NewNotFound(res.GroupResource(), name)
+	}
+	if pre.UID != "" && pre.UID != old.GetUID() {
+		return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", pre.UID, old.GetUID()))
+	}
+	if pre.ResourceVersion != "" && pre.ResourceVersion != old.GetResourceVersion() {
+		return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+			fmt.Errorf("precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", pre.ResourceVersion, old.GetResourceVersion()))
+	}
+	if wo.dryRun {
+		obj := old.DeepCopy()
+		if obj.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
+			obj.SetDeletionTimestamp(&now)
+			obj.SetDeletionGracePeriodSeconds(new(int64))
+		}
+		return obj, s.removable(res, obj) && res != Namespaces, nil
+	}
+	obj, gone := s.deleteLocked(res, k, old)
+	return obj.DeepCopy(), gone, nil
+}
+
+// WriteOption changes how Create, Update and Delete write.
+type WriteOption func(*writeOpts)
+
+type writeOpts struct {
+	dryRun bool
+}
+
+// DryRun makes a write check and compute everything and store nothing
+// (kube-apiserver's dryRun=All): no new resourceVersion, no event.
+func DryRun() WriteOption {
+	return func(o *writeOpts) { o.dryRun = true }
+}
+
+func writeOptions(opts []WriteOption) writeOpts {
+	var o writeOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
+	isNamespace := res == Namespaces
+	if old.GetDeletionTimestamp() == nil {
+		obj := old.DeepCopy()
+		now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
+		obj.SetDeletionTimestamp(&now)
+		obj.SetDeletionGracePeriodSeconds(new(int64))
+		if isNamespace {
+			_ = unstructured.SetNestedField(obj.Object, "Terminating", "status", "phase")
+		}
+		s.rv++
+		obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+		if s.removable(res, obj) && !isNamespace {
+			s.remove(res, k, obj, old)
+			return obj, true
+		}
+		s.objects[k] = obj
+		s.emit(event{typ: watch.Modified, res: res, obj: obj, prev: old, rv: s.rv})
+		if isNamespace {
+			s.deleteNamespaceContent(k.name)
+			if cur, ok := s.objects[k]; ok {
+				return cur, false
+			}
+			return obj, true
+		}
+		return obj, false
+	}
+	// Deleting again what is already being deleted changes nothing.
+	return old, false
+}
+
+// deleteNamespaceContent deletes every object in the namespace, then the
+// namespace itself if nothing holds it.
+func (s *Store) deleteNamespaceContent(namespace string) {
+	var inside []key
+	for k := range s.objects {
+		if k.namespace == namespace {
+			inside = append(inside, k)
+		}
+	}
+	for _, k := range inside {
+		obj := s.objects[k]
+		res := Resource{Group: k.group, Resource: k.resource, Namespaced: true}
+		s.deleteLocked(res, k, obj)
+	}
+	s.finishNamespace(namespace)
+}
+
+// removable says whether an object marked for deletion can go now.
+func (s *Store) removable(res Resource, obj *unstructured.Unstructured) bool {
+	if len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	if res == Namespaces {
+		return s.perNamespace[obj.GetName()] == 0
+	}
+	return true
+}
+
+// remove drops the object (already given its deletion resourceVersion) and
+// finishes a terminating namespace it was the last content of.
+func (s *Store) remove(res Resource, k key, obj, old *unstructured.Unstructured) {
+	delete(s.objects, k)
+	s.emit(event{typ: watch.Deleted, res: res, obj: obj, prev: old, rv: s.rv})
+	if res.Namespaced {
+		s.perNamespace[k.namespace]--
+		if s.perNamespace[k.namespace] <= 0 {
+			delete(s.perNamespace, k.namespace)
+			s.finishNamespace(k.namespace)
+		}
+	}
+}
+
+// finishNamespace removes a terminating namespace that has become empty and
+// has no finalizers.
+func (s *Store) finishNamespace(namespace string) {
+	k := keyOf(Namespaces, "", namespace)
+	ns, ok := s.objects[k]
+	if !ok || ns.GetDeletionTimestamp() == nil || !s.removable(Namespaces, ns) {
+		return
+	}
+	obj := ns.DeepCopy()
+	s.rv++
+	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
+	s.remove(Namespaces, k, obj, ns)
+}
+
+// ListOptions select what List returns.
+type ListOptions struct {
+	LabelSelector labels.Selector
+	FieldSelector fields.Selector
+	// ResourceVersion and ResourceVersionMatch as in metav1.ListOptions:
+	// the store serves only its current state, so an Exact version other
+	// than the current one is 410 Gone, and a version newer than the
+	// store's is 504 with cause ResourceVersionTooLarge.
+	ResourceVersion      string
+	ResourceVersionMatch metav1.ResourceVersionMatch
+}
+
+// List returns copies of the matching objects, sorted by namespace and
+// name, and the resourceVersion of the state they were read at. An empty
+// namespace lists every namespace.
+func (s *Store) List(res Resource, namespace string, opts ListOptions) ([]*unstructured.Unstructured, string, error) {
+	if err := validateFieldSelector(res, opts.FieldSelector); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listLocked(res, namespace, opts)
+}
+
+func (s *Store) listLocked(res Resource, namespace string, opts ListOptions) ([]*unstructured.Unstructured, string, error) {
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		rv, err := parseRV(opts.ResourceVersion)
+		if err != nil {
+			return nil, "", err
+		}
+		if rv > s.rv {
+			return nil, "", tooLarge(rv, s.rv)
+		}
+		if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && rv != s.rv {
+			return nil, "", apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, s.rv))
+		}
+	}
+	w := &watcher{res: res, namespace: namespace, labels: opts.LabelSelector, fields: opts.FieldSelector}
+	var items []*unstructured.Unstructured
+	for k, obj := range s.objects {
+		if k.group != res.Group || k.resource != res.Resource {
+			continue
+		}
+		if w.matches(obj) {
+			items = append(items, obj.DeepCopy())
+		}
+	}
+	slices.SortFunc(items, func(a, b *unstructured.Unstructured) int {
+		if a.GetNamespace() != b.GetNamespace() {
+			if a.GetNamespace() < b.GetNamespace() {
+				return -1
+			}
+			return 1
+		}
+		if a.GetName() < b.GetName() {
+			return -1
+		}
+		if a.GetName() > b.GetName() {
+			return 1
+		}
+		return 0
+	})
+	return items, strconv.FormatUint(s.rv, 10), nil
+}
+
+func parseRV(v string) (uint64, error) {
+	rv, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q: %v", v, err))
+	}
+	return rv, nil
+}
+
+// tooLarge is kube-apiserver's answer to a resourceVersion it has not
+// reached; client-go recognises it by its cause.
+func tooLarge(rv, current uint64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, current), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{
+		Type:    metav1.CauseTypeResourceVersionTooLarge,
+		Message: "Too large resource version",
+	}}
+	return err
+}
+
+// emit records a change in the history and hands it to the watchers.
+func (s *Store) emit(e event) {
+	if len(s.history) < s.opts.HistorySize {
+		s.history = append(s.history, e)
+	} else {
+		s.floor = s.history[s.histStart].rv
+		s.history[s.histStart] = e
+		s.histStart = (s.histStart + 1) % len(s.history)
+	}
+	for w := range s.watchers {
+		w.push(e)
+	}
+}
+
+// newExpired is what a watch from a resourceVersion older than the history
+// gets: kube-apiserver's 410 Gone with reason Expired.
+func newExpired(rv, floor uint64) error {
+	return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, floor+1))
+}
+
+// Close ends every watch of the store, and refuses new ones (503), for a
+// cluster that is going away; reads and writes still work.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for w := range s.watchers {
+		w.Stop()
+	}
+}
