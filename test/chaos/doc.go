@@ -1,5 +1,3 @@
-//go:build chaos
-
 // Package chaos is the chaos suite (make test-chaos): a real kube-apiserver
 // and etcd, Cluster API core as a process, and capi-monolith (infra with the
 // inMemory backend, machinepool and ipam) as a separate process that the
