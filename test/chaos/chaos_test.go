@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -53,7 +54,9 @@ func TestKubeAPIServerRestartedWhileClustersAreCreatedScaledAndDeleted(t *testin
 	// of the manager and of core are cut) and starts it again on the same
 	// etcd; it returns once the apiserver answers again.
 	restart := &fault{name: "kube-apiserver restart", do: func() {
+		start := time.Now()
 		NewWithT(t).Expect(env.RestartAPIServer()).To(Succeed())
+		t.Logf("kube-apiserver stopped and started again in %s", time.Since(start).Round(time.Millisecond))
 	}}
 	a := &chaosCluster{name: "r", template: "cluster-template.yaml", machines: 3}
 	ipam := &chaosCluster{name: "r-ipam", template: "cluster-template-ipam.yaml", machines: 3, pool: netip.MustParsePrefix("10.128.30.0/24")}

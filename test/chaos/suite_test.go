@@ -40,7 +40,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = envtest.Start(ctx, envtest.Options{Scheme: scheme, CRDDirectoryPaths: crds})
+	env, err = envtest.Start(ctx, envtest.Options{
+		Scheme:            scheme,
+		CRDDirectoryPaths: crds,
+		// A graceful stop of kube-apiserver (RestartAPIServer) waits up to
+		// the request timeout (default 1 minute) for open connections.
+		APIServerFlags: map[string]string{"request-timeout": "10s"},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

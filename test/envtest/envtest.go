@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// apiServerStopTimeout bounds a graceful stop of kube-apiserver and etcd
+// (Stop, RestartAPIServer).
+const apiServerStopTimeout = 2 * time.Minute
 
 // Options configures Start. The zero value starts an apiserver with Cluster
 // API's CRDs and NewScheme's types.
@@ -34,6 +39,12 @@ type Options struct {
 	// completed options (serving port, cert folder) are in
 	// Environment.WebhookInstallOptions. Default: no webhooks.
 	WebhookInstallOptions crenvtest.WebhookInstallOptions
+
+	// APIServerFlags are extra kube-apiserver flags (name without "--" to
+	// value), e.g. request-timeout: a graceful stop waits up to that long
+	// for open connections, so a suite restarting the apiserver
+	// (RestartAPIServer) shortens it. Default: none.
+	APIServerFlags map[string]string
 
 	// AttachControlPlaneOutput copies kube-apiserver's and etcd's output to
 	// os.Stdout and os.Stderr. Default: false (also turned on by
@@ -101,6 +112,14 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, fmt.Errorf("failed to create kube-apiserver's certificate folder: %w", err)
 	}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
+	// A graceful stop of an apiserver with clients (watches of a manager
+	// and of core) can take longer than controller-runtime's 20 s, after
+	// which it SIGKILLs the process and returns without waiting for it to
+	// exit, so that a start right after would find the port taken.
+	env.ControlPlaneStopTimeout = apiServerStopTimeout
+	for name, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
 
 	cfg, err := env.Start()
 	if err != nil {
