@@ -640,7 +640,7 @@ func TestKilledNodeAndLoadBalancerAreStartedByTheNextControlPlaneNodeReconcile(t
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.loadBalancer(g, ctx).State.Running).To(BeFalse())
 		g.Expect(env.nodeContainer(g, ctx, "cp").State.Running).To(BeFalse())
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed(), "both containers stopped by the kill")
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "both containers stopped by the kill")
 
 	after, err := b.EnsureNode(ctx, env.nodeSpec("cp", true))
 	g.Expect(err).NotTo(HaveOccurred())
