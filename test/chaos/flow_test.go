@@ -110,11 +110,14 @@ type figures struct {
 	// goroutinesBaseline is the manager's goroutine count after start-up,
 	// before any cluster; goroutinesAfter, once every cluster is deleted.
 	goroutinesBaseline, goroutinesAfter int
+	// auditedWrites is how many write requests of the manager the audit
+	// log holds while the paused cluster was watched.
+	auditedWrites int
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("clusters=%d faults survived=%d (%d with work in flight) objects checked=%d (IPAddresses %d, paused objects %d) duplicate addresses=0 leaks found=%d goroutines baseline=%d after=%d",
-		f.clusters, f.faults, f.inFlight, f.objectsChecked, f.addressesChecked, f.pausedObjects, f.leaks, f.goroutinesBaseline, f.goroutinesAfter)
+	return fmt.Sprintf("clusters=%d faults survived=%d (%d with work in flight) objects checked=%d (IPAddresses %d, paused objects %d) manager writes audited=%d (to the paused cluster 0) duplicate addresses=0 leaks found=%d goroutines baseline=%d after=%d",
+		f.clusters, f.faults, f.inFlight, f.objectsChecked, f.addressesChecked, f.pausedObjects, f.auditedWrites, f.leaks, f.goroutinesBaseline, f.goroutinesAfter)
 }
 
 // run creates, scales and deletes p's clusters with a fault after each
@@ -134,6 +137,7 @@ func (p plan) run(t *testing.T) figures {
 	// every fault. A restarted manager must write nothing of it.
 	var paused *chaosCluster
 	var pausedBefore map[string]string
+	var auditFrom int64
 	if p.paused {
 		paused = &chaosCluster{name: "paused", template: "cluster-template.yaml", machines: 2}
 		createCluster(ctx, t, paused)
@@ -155,6 +159,9 @@ func (p plan) run(t *testing.T) figures {
 		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
 		pausedBefore = versions(ctx, g, paused.namespace)
 		fig.pausedObjects = len(pausedBefore)
+		var err error
+		auditFrom, err = auditOffset()
+		g.Expect(err).NotTo(HaveOccurred())
 	}
 
 	for _, c := range p.clusters {
@@ -216,6 +223,14 @@ func (p plan) run(t *testing.T) figures {
 		// faults.
 		g.Expect(versions(ctx, g, paused.namespace)).To(Equal(pausedBefore), "objects of the paused cluster changed")
 		fig.objectsChecked += fig.pausedObjects
+		// Nor one write request of the manager for an object of the
+		// paused cluster's namespace, successful or not, in the
+		// apiserver's audit log.
+		writes, total, err := managerWrites(auditFrom, paused.namespace)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(total).To(BeNumerically(">", 0), "the audit log records the manager's writes")
+		g.Expect(writes).To(BeEmpty(), "the manager wrote to the paused cluster's namespace")
+		fig.auditedWrites = total
 		patchCluster(ctx, g, paused.namespace, paused.name, func(c *clusterv1.Cluster) { c.Spec.Paused = nil })
 		all = append(all, paused)
 	}

@@ -40,12 +40,24 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	dir, err := os.MkdirTemp("", "capi-monolith-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	flags, err := auditFlags(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// A graceful stop of kube-apiserver (RestartAPIServer) waits up to the
+	// request timeout (default 1 minute) for open connections.
+	flags["request-timeout"] = "10s"
 	env, err = envtest.Start(ctx, envtest.Options{
 		Scheme:            scheme,
 		CRDDirectoryPaths: crds,
-		// A graceful stop of kube-apiserver (RestartAPIServer) waits up to
-		// the request timeout (default 1 minute) for open connections.
-		APIServerFlags: map[string]string{"request-timeout": "10s"},
+		APIServerFlags:    flags,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
