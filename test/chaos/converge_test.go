@@ -1,5 +1,3 @@
-//go:build chaos
-
 package chaos
 
 import (
@@ -14,11 +12,15 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
-// expectClusterProvisioned checks that the MonolithCluster is provisioned
-// with a control plane endpoint, and that core saw it.
+// expectClusterProvisioned checks that the Cluster's MonolithCluster (its
+// infrastructureRef: the template's, or one the topology controller made)
+// is provisioned with a control plane endpoint, and that core saw it.
 func expectClusterProvisioned(ctx context.Context, g Gomega, namespace, name string) {
 	g.Expect(coreAlive()).To(Succeed())
-	infra, err := get(ctx, monolithClusterGVK, namespace, name)
+	ref := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, ref)).To(Succeed())
+	g.Expect(ref.Spec.InfrastructureRef.Name).NotTo(BeEmpty(), "Cluster %s/%s infrastructureRef", namespace, name)
+	infra, err := get(ctx, monolithClusterGVK, namespace, ref.Spec.InfrastructureRef.Name)
 	g.Expect(err).NotTo(HaveOccurred())
 	provisioned, _, _ := unstructured.NestedBool(infra.Object, "status", "initialization", "provisioned")
 	g.Expect(provisioned).To(BeTrue(), "MonolithCluster %s/%s provisioned", namespace, name)

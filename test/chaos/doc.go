@@ -1,13 +1,17 @@
-//go:build chaos
-
-// Package chaos is the chaos suite (make test-chaos): a real kube-apiserver
-// and etcd, Cluster API core as a process, and capi-monolith (infra with the
-// inMemory backend, machinepool and ipam) as a separate process that the
-// suite SIGKILLs at random points while it creates, scales and deletes
-// clusters from the flavors users install. Afterwards every cluster must
-// have converged, no address may be handed out twice, nothing of ours may be
-// left after deletion, and a paused cluster's objects must be unchanged.
+// Package chaos is the chaos suite: a real kube-apiserver and etcd, Cluster
+// API core as a process, and capi-monolith (infra with the inMemory and
+// docker backends, machinepool, ipam and runtimeext) as a separate process,
+// while clusters of the flavors users install are created, scaled and
+// deleted under faults: the manager SIGKILLed at random points,
+// kube-apiserver stopped and started again, the docker cluster's containers
+// killed. Afterwards every cluster must have converged, no address may be
+// handed out twice, nothing of ours may be left after deletion (objects,
+// finalizers, containers, networks), a paused cluster must not have been
+// written to (resourceVersions, kube-apiserver's audit log), and the
+// manager's goroutine count must be back to its baseline.
 //
-// Every file carries the chaos build tag, so `go test ./...` (make test)
-// does not compile the suite: it runs only when asked for, for minutes.
+// Every run is one plan (flow_test.go) with its fault. The short run
+// (short_test.go) is part of `go test ./...` (make test); the long runs
+// (chaos_test.go, docker_test.go) carry the chaos build tag and run with
+// make test-chaos, for minutes.
 package chaos

@@ -1,5 +1,3 @@
-//go:build chaos
-
 package chaos
 
 import (
@@ -42,7 +40,25 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = envtest.Start(ctx, envtest.Options{Scheme: scheme, CRDDirectoryPaths: crds})
+	dir, err := os.MkdirTemp("", "capi-monolith-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	flags, err := auditFlags(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// A graceful stop of kube-apiserver (RestartAPIServer) waits up to the
+	// request timeout (default 1 minute) for open connections.
+	flags["request-timeout"] = "10s"
+	env, err = envtest.Start(ctx, envtest.Options{
+		Scheme:            scheme,
+		CRDDirectoryPaths: crds,
+		APIServerFlags:    flags,
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

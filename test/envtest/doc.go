@@ -27,6 +27,12 @@
 // sigs.k8s.io/cluster-api module in the Go module cache (see ClusterAPIModule),
 // so no network is needed.
 //
+// Environment.RestartAPIServer stops kube-apiserver and starts it again on
+// the same etcd, address and certificates, for suites that test what a
+// restarted apiserver does to their clients (test/chaos); Options.
+// APIServerFlags passes extra kube-apiserver flags (a shorter
+// request-timeout makes such a stop quick, audit-log-path logs requests).
+//
 // The package sets no global state: suites hand TestLogger to
 // ctrl.SetLogger themselves (CAPI_MONOLITH_TEST_LOGS=1 turns the logs on).
 package envtest

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// apiServerStopTimeout bounds a graceful stop of kube-apiserver and etcd
+// (Stop, RestartAPIServer).
+const apiServerStopTimeout = 2 * time.Minute
 
 // Options configures Start. The zero value starts an apiserver with Cluster
 // API's CRDs and NewScheme's types.
@@ -34,6 +40,12 @@ type Options struct {
 	// Environment.WebhookInstallOptions. Default: no webhooks.
 	WebhookInstallOptions crenvtest.WebhookInstallOptions
 
+	// APIServerFlags are extra kube-apiserver flags (name without "--" to
+	// value), e.g. request-timeout: a graceful stop waits up to that long
+	// for open connections, so a suite restarting the apiserver
+	// (RestartAPIServer) shortens it. Default: none.
+	APIServerFlags map[string]string
+
 	// AttachControlPlaneOutput copies kube-apiserver's and etcd's output to
 	// os.Stdout and os.Stderr. Default: false (also turned on by
 	// KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true).
@@ -51,7 +63,11 @@ type Environment struct {
 	// WebhookInstallOptions are the webhook options as envtest completed them.
 	WebhookInstallOptions *crenvtest.WebhookInstallOptions
 
-	env      *crenvtest.Environment
+	env *crenvtest.Environment
+	// certDir is kube-apiserver's certificate folder, ours rather than
+	// one controller-runtime makes and removes on every apiserver stop, so
+	// that RestartAPIServer keeps its serving certificate and keys.
+	certDir  string
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -91,17 +107,31 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	// setup-envtest folder can swap in another version behind our back.
 	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
 	env.ControlPlane.Etcd = &crenvtest.Etcd{Path: filepath.Join(assets, "etcd")}
+	certDir, err := os.MkdirTemp("", "capi-monolith-envtest-apiserver-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create kube-apiserver's certificate folder: %w", err)
+	}
+	env.ControlPlane.GetAPIServer().CertDir = certDir
+	// A graceful stop of an apiserver with clients (watches of a manager
+	// and of core) can take longer than controller-runtime's 20 s, after
+	// which it SIGKILLs the process and returns without waiting for it to
+	// exit, so that a start right after would find the port taken.
+	env.ControlPlaneStopTimeout = apiServerStopTimeout
+	for name, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
 
 	cfg, err := env.Start()
 	if err != nil {
 		// Start may fail after etcd or the apiserver started: stop what runs.
-		return nil, errors.Join(fmt.Errorf("failed to start envtest with binaries from %s: %w", assets, err), env.Stop())
+		return nil, errors.Join(fmt.Errorf("failed to start envtest with binaries from %s: %w", assets, err), env.Stop(), os.RemoveAll(certDir))
 	}
 	e := &Environment{
 		Config:                cfg,
 		Scheme:                scheme,
 		WebhookInstallOptions: &env.WebhookInstallOptions,
 		env:                   env,
+		certDir:               certDir,
 	}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, errors.Join(fmt.Errorf("failed to create the envtest client: %w", err), e.Stop())
@@ -119,8 +149,26 @@ func (e *Environment) Stop() error {
 		if err := e.env.Stop(); err != nil {
 			e.stopErr = fmt.Errorf("failed to stop envtest: %w", err)
 		}
+		e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.certDir))
 	})
 	return e.stopErr
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// etcd, address, serving certificate and client CA, so that Config (and
+// every client or process made from it) works again once it is back; what
+// is stored survives, watches and requests in flight are cut. It returns
+// once the new process answers /healthz. etcd keeps running. Not safe to
+// call concurrently with itself or Stop.
+func (e *Environment) RestartAPIServer() error {
+	apiServer := e.env.ControlPlane.GetAPIServer()
+	if err := apiServer.Stop(); err != nil {
+		return fmt.Errorf("failed to stop kube-apiserver for a restart: %w", err)
+	}
+	if err := apiServer.Start(); err != nil {
+		return fmt.Errorf("failed to start kube-apiserver again: %w", err)
+	}
+	return nil
 }
 
 // CreateNamespace creates a namespace whose name starts with prefix and ends

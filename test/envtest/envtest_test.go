@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -117,4 +118,20 @@ func TestMissingBinariesNameTheMakeTarget(t *testing.T) {
 	t.Setenv("KUBEBUILDER_ASSETS", t.TempDir())
 	_, err := envtest.Start(t.Context(), envtest.Options{})
 	g.Expect(err).To(MatchError(ContainSubstring("make envtest-assets")))
+}
+
+// A restarted apiserver serves the same data on the same address with the
+// same credentials: the Environment's client works again without change.
+func TestRestartAPIServerKeepsDataAddressAndCredentials(t *testing.T) {
+	g := NewWithT(t)
+	ns := env.Namespace(t, "restart")
+	g.Expect(env.RestartAPIServer()).To(Succeed())
+	g.Eventually(func() error {
+		return env.Client.Get(t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(Succeed(), "the namespace made before the restart, read with the same client")
+	g.Expect(env.RestartAPIServer()).To(Succeed())
+	g.Eventually(func() error {
+		_, err := env.CreateNamespace(t.Context(), "after-restart")
+		return err
+	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).Should(Succeed(), "writes work after a second restart")
 }

@@ -19,6 +19,11 @@
 //     runs in master-worker mode). It is re-rendered on every
 //     ReconcileCluster and whenever a control-plane node is ensured or
 //     deleted, so addresses that changed after a Docker restart are picked up.
+//     A load balancer or node that stopped (`docker kill`, which Docker's
+//     unless-stopped restart policy treats as a manual stop) is started
+//     again by the next reconcile of its cluster or machine; a
+//     control-plane machine's reconcile (machines are requeued, a steady
+//     cluster is not) also starts a stopped load balancer.
 //   - Per machine a node container (default image
 //     kindest/node:<Machine version>), privileged and with the mounts kind
 //     uses, with a static address when an IP pool gave one.

@@ -612,3 +612,44 @@ func TestReconcileClusterRefusesDockersPredefinedNetworks(t *testing.T) {
 		g.Expect(env.containers(g, ctx, nil)).To(BeEmpty(), "%s: no load balancer", name)
 	}
 }
+
+// A killed (docker kill) node or load balancer is not started again by
+// Docker: a kill counts as a manual stop, which even the unless-stopped
+// restart policy respects. The next reconcile of a control-plane machine
+// starts both again, on the addresses they had, so that a steady cluster
+// whose cluster object nothing changes still heals (its machines are
+// requeued; the cluster is not).
+func TestKilledNodeAndLoadBalancerAreStartedByTheNextControlPlaneNodeReconcile(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := testContext(t)
+	defer cancel()
+	b := newTestBackend(t)
+	env := newTestEnv(t, b)
+	_, err := b.ReconcileCluster(ctx, env.clusterSpec())
+	g.Expect(err).NotTo(HaveOccurred())
+	before, err := b.EnsureNode(ctx, env.nodeSpec("cp", true))
+	g.Expect(err).NotTo(HaveOccurred())
+	lb := env.loadBalancer(g, ctx)
+	cp := env.nodeContainer(g, ctx, "cp")
+
+	for _, id := range []string{lb.ID, cp.ID} {
+		_, err := b.client.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.loadBalancer(g, ctx).State.Running).To(BeFalse())
+		g.Expect(env.nodeContainer(g, ctx, "cp").State.Running).To(BeFalse())
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "both containers stopped by the kill")
+
+	after, err := b.EnsureNode(ctx, env.nodeSpec("cp", true))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.Provisioned).To(BeTrue(), "the killed node runs again")
+	g.Expect(after.ProviderID).To(Equal(before.ProviderID))
+	restarted := env.loadBalancer(g, ctx)
+	g.Expect(restarted.State.Running).To(BeTrue(), "the killed load balancer runs again")
+	g.Expect(restarted.ID).To(Equal(lb.ID), "started again, not replaced")
+	g.Expect(addressOn(restarted, env.network)).To(Equal(addressOn(lb, env.network)), "the endpoint does not move")
+	cfg := env.sh(g, ctx, restarted.ID, "cat "+HAProxyConfigPath)
+	g.Expect(cfg).To(ContainSubstring(" " + addressOn(env.nodeContainer(g, ctx, "cp"), env.network).String() + ":6443 "))
+}

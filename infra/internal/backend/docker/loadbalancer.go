@@ -262,8 +262,9 @@ func (b *Backend) renderLoadBalancerConfig(ctx context.Context, cluster backend.
 
 // refreshLoadBalancer renders the load balancer's configuration from the
 // cluster's control-plane nodes as they are now and, when it differs from
-// the one in the container, writes it and makes haproxy reload. A cluster
-// without a load balancer has nothing to refresh.
+// the one in the container, writes it and makes haproxy reload; a load
+// balancer that stopped is started again. A cluster without a load
+// balancer has nothing to refresh.
 func (b *Backend) refreshLoadBalancer(ctx context.Context, cluster backend.ClusterRef) error {
 	// The same lock as ensureLoadBalancer: a load balancer being pinned
 	// (removed and made again) is not written meanwhile.
@@ -282,7 +283,7 @@ func (b *Backend) refreshLoadBalancer(ctx context.Context, cluster backend.Clust
 		return err
 	}
 	if string(current) == want {
-		return nil
+		return b.restartKilledLoadBalancer(ctx, lb)
 	}
 	ctrl.LoggerFrom(ctx).Info("Updating the load balancer configuration", "container", containerNameOf(lb), "controlPlaneNodes", servers)
 	if err := b.writeFile(ctx, lb.ID, HAProxyConfigPath, []byte(want), 0o644); err != nil {
@@ -299,12 +300,40 @@ func (b *Backend) refreshLoadBalancer(ctx context.Context, cluster backend.Clust
 	}
 	if lb.State == nil || !lb.State.Running {
 		// It reads the file when it starts.
-		return nil
+		return b.restartKilledLoadBalancer(ctx, lb)
 	}
 	if _, err := b.client.ContainerKill(ctx, lb.ID, client.ContainerKillOptions{Signal: "SIGHUP"}); err != nil {
 		return fmt.Errorf("failed to make the load balancer %s reload its configuration: %w", containerNameOf(lb), err)
 	}
 	return nil
+}
+
+// restartKilledLoadBalancer starts a load balancer that stopped (killed,
+// or stopped by hand) with the configuration already in it. Docker does
+// not restart it: a `docker kill` counts as a manual stop, which even the
+// unless-stopped restart policy respects. ReconcileCluster starts it too,
+// but nothing reconciles a steady cluster again, while its control-plane
+// machines are requeued: they heal the load balancer here, on the
+// address and host port it was pinned to, so the endpoint does not move.
+func (b *Backend) restartKilledLoadBalancer(ctx context.Context, lb container.InspectResponse) error {
+	if lb.State != nil && lb.State.Running {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting the stopped load balancer", "container", containerNameOf(lb))
+	_, err := b.ensureRunning(ctx, lb)
+	return err
+}
+
+// startStoppedLoadBalancer starts the cluster's load balancer when it
+// exists and stopped; the configuration in it is refreshed afterwards by
+// the control-plane nodes' reconciles.
+func (b *Backend) startStoppedLoadBalancer(ctx context.Context, cluster backend.ClusterRef) error {
+	defer b.lock(loadBalancerLockKey(cluster))()
+	lb, found, err := b.findLoadBalancer(ctx, cluster)
+	if err != nil || !found {
+		return err
+	}
+	return b.restartKilledLoadBalancer(ctx, lb)
 }
 
 // writeFile writes one file in a container through the archive API, which

@@ -85,6 +85,16 @@ func (b *Backend) ensureNode(ctx context.Context, spec backend.NodeSpec) (backen
 	if err != nil {
 		return backend.Node{}, err
 	}
+	if c.State == nil || !c.State.Running {
+		// A stopped node (killed, or stopped by hand) starts only after its
+		// cluster's load balancer runs: Docker does not reserve the
+		// address a stopped container was pinned to, and a node started
+		// first may take the load balancer's from the network's dynamic
+		// range, which would then never start again on its endpoint.
+		if err := b.startStoppedLoadBalancer(ctx, m.Cluster); err != nil {
+			return backend.Node{}, err
+		}
+	}
 	c, err = b.ensureRunning(ctx, c)
 	if err != nil {
 		return backend.Node{}, err
