@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,7 +68,9 @@ spec:
   machineTemplate:
     spec:
       infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: kcp-control-plane}
-  kubeadmConfigSpec: {}
+  kubeadmConfigSpec:
+    initConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
 `
 
 // dev runs Cluster API's own kubeadm bootstrap and control plane managers
@@ -184,19 +187,30 @@ func decodeAll(g Gomega, manifests string) []*unstructured.Unstructured {
 	}
 }
 
-// dump describes the objects of the kubeadm flow when a wait fails.
+// dump describes the objects of the kubeadm flow (name, conditions) when a
+// wait fails.
 func dump(ctx context.Context, c client.Client) func() string {
 	return func() string {
 		var b strings.Builder
-		for _, list := range []client.ObjectList{
-			&clusterv1.ClusterList{}, &controlplanev1.KubeadmControlPlaneList{}, &clusterv1.MachineList{},
-			&bootstrapv1.KubeadmConfigList{}, &infrav1.MonolithMachineList{},
+		for _, gvk := range []schema.GroupVersionKind{
+			clusterv1.GroupVersion.WithKind("Cluster"), controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
+			clusterv1.GroupVersion.WithKind("Machine"), bootstrapv1.GroupVersion.WithKind("KubeadmConfig"),
+			infrav1.GroupVersion.WithKind("MonolithMachine"),
 		} {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 			if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
-				fmt.Fprintf(&b, "%T: %v\n", list, err)
+				fmt.Fprintf(&b, "%s: %v\n", gvk.Kind, err)
 				continue
 			}
-			fmt.Fprintf(&b, "%T: %+v\n", list, list)
+			for _, item := range list.Items {
+				fmt.Fprintf(&b, "%s %s:\n", gvk.Kind, item.GetName())
+				conds, _, _ := unstructured.NestedSlice(item.Object, "status", "conditions")
+				for _, cond := range conds {
+					m, _ := cond.(map[string]any)
+					fmt.Fprintf(&b, "  %v=%v %v: %v\n", m["type"], m["status"], m["reason"], m["message"])
+				}
+			}
 		}
 		return b.String()
 	}

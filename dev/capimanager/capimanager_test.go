@@ -63,3 +63,10 @@ func TestADeadCoreIsRestartedThenReported(t *testing.T) {
 	g.Expect(core.Err()).To(HaveOccurred())
 	g.Expect(core.Stop()).To(Succeed())
 }
+
+// Which manager to run is not guessed.
+func TestStartNeedsAManager(t *testing.T) {
+	g := NewWithT(t)
+	_, err := capimanager.Start(t.Context(), capimanager.Options{Config: env.Config})
+	g.Expect(err).To(MatchError(ContainSubstring("Options.Manager is required")))
+}
