@@ -146,7 +146,8 @@ type Environment struct {
 	Clusterctl string
 	// Modules are the enabled modules.
 	Modules []string
-	// Certs are the CA and serving certificate of both webhook servers.
+	// Certs are the CA and serving certificate of every webhook server
+	// (ours and the Cluster API managers').
 	Certs *certs.Bundle
 
 	opts           Options
@@ -170,8 +171,8 @@ type Environment struct {
 }
 
 // Failed receives one error when a part of the environment stopped on its
-// own for good (a Cluster API manager after its restarts, or ours); the environment
-// is then broken and should be stopped.
+// own for good (a Cluster API manager after its restarts, or ours); the
+// environment is then broken and should be stopped.
 func (e *Environment) Failed() <-chan error { return e.failed }
 
 func (e *Environment) fail(err error) {
@@ -198,8 +199,8 @@ func DefaultManagerOptions(mods []modules.Module) manager.Options {
 
 // Start brings a dev environment up and returns once everything is ready:
 // CRDs served, Cluster API's managers ready, the modules' webhook server
-// serving and its cache synced. ctx bounds Start only; the environment runs until Stop.
-// On failure Start stops whatever it started.
+// serving and its cache synced. ctx bounds Start only; the environment runs
+// until Stop. On failure Start stops whatever it started.
 func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if opts.ExtensionConfigName == "" {
 		opts.ExtensionConfigName = DefaultExtensionConfigName
@@ -367,13 +368,17 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	mgrOpts.LeaderElect = false
 	e.WebhookAddress = net.JoinHostPort(webhookHost, strconv.Itoa(mgrOpts.WebhookPort))
 
+	// Every log is open before any process starts: a failure here leaves
+	// nothing running.
+	outs, logNames := make([]io.Writer, len(managers)), make([]string, len(managers))
+	for i, m := range managers {
+		if outs[i], logNames[i], err = e.managerOutput(logDir, m); err != nil {
+			return nil, err
+		}
+	}
 	errs := make([]error, len(managers)+1)
 	var wg sync.WaitGroup
 	for i, m := range managers {
-		out, logName, err := e.managerOutput(logDir, m)
-		if err != nil {
-			return nil, err
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -382,7 +387,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 				Manager:                  m,
 				Config:                   e.Config,
 				BinaryPath:               binaries[i],
-				Output:                   out,
+				Output:                   outs[i],
 				WorkDir:                  filepath.Join(e.StateDir, "capi-"+m.Name),
 				Certs:                    e.Certs,
 				WebhookConfigurationName: webhookConfigurationPrefix + m.Name,
@@ -394,7 +399,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 						display.Printf("  ! %s exited (%v): restarting it\n", m.Title, err)
 						return
 					}
-					e.fail(fmt.Errorf("%s exited and was restarted %d times already: %w (its output: %s)", m.Title, managerRestarts, err, logName))
+					e.fail(fmt.Errorf("%s exited and was restarted %d times already: %w (its output: %s)", m.Title, managerRestarts, err, logNames[i]))
 				},
 			})
 			done(errs[i])
