@@ -1,8 +1,9 @@
 # capi-monolith: one binary, three Cluster API providers.
 #
-# Tools (kube-apiserver, etcd, Cluster API's core manager, controller-gen) are
-# built from the Go module proxy into a cache outside the work tree, keyed by
-# version, so a warm machine never builds them twice.
+# Tools (kube-apiserver, etcd, Cluster API's core, kubeadm bootstrap and
+# kubeadm control plane managers, clusterctl, controller-gen) are built from
+# the Go module proxy into a cache outside the work tree, keyed by version, so
+# a warm machine never builds them twice.
 
 SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := build
@@ -18,6 +19,11 @@ BIN_DIR             := bin
 BINARY              := $(BIN_DIR)/capi-monolith
 CONTROLLER_GEN      := $(CACHE_DIR)/tools/controller-gen-$(CONTROLLER_GEN_VER)
 CAPI_CORE_MANAGER   := $(CACHE_DIR)/capi-core/$(CAPI_VERSION)/manager
+CAPI_KUBEADM_BOOTSTRAP_MANAGER     := $(CACHE_DIR)/capi-kubeadm-bootstrap/$(CAPI_VERSION)/manager
+CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(CACHE_DIR)/capi-kubeadm-control-plane/$(CAPI_VERSION)/manager
+# Every Cluster API manager dev runs (dev/capimanager), the files make builds.
+CAPI_MANAGERS       := $(CAPI_CORE_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER)
+CLUSTERCTL          := $(CACHE_DIR)/clusterctl/$(CAPI_VERSION)/clusterctl
 ENVTEST_DIR         := $(CACHE_DIR)/envtest/$(KUBE_VERSION)
 
 # A KUBEBUILDER_ASSETS given by the user (setup-envtest users) wins over ours.
@@ -25,7 +31,7 @@ ifeq ($(strip $(KUBEBUILDER_ASSETS)),)
 ENVTEST_ASSETS_DEP  := $(ENVTEST_DIR)/kube-apiserver
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 endif
-export CAPI_CORE_MANAGER
+export CAPI_CORE_MANAGER CAPI_KUBEADM_BOOTSTRAP_MANAGER CAPI_KUBEADM_CONTROL_PLANE_MANAGER CLUSTERCTL
 
 # One entry per module: the package its markers live in, and its manifests folder.
 MODULES             := infra machinepool ipam runtimeext
@@ -48,7 +54,7 @@ image: build ## Build the manager image LOCAL_IMAGE (default capi-monolith:$$VER
 	IMAGE=$(LOCAL_IMAGE) BINARY=$(BINARY) ./hack/image/build.sh
 
 .PHONY: dev
-dev: build envtest-assets capi-core ## The main job: a whole Cluster API management cluster (etcd, kube-apiserver, core, every module); Ctrl-C stops it.
+dev: build envtest-assets capi-managers clusterctl ## The main job: a whole Cluster API management cluster (etcd, kube-apiserver, Cluster API core, kubeadm bootstrap and control plane, every module); Ctrl-C stops it.
 	$(BINARY) dev $(ARGS)
 
 .PHONY: run
@@ -61,20 +67,44 @@ $(CONTROLLER_GEN):
 	mkdir -p $(dir $@)
 	cd hack/tools && CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# One rule per binary of the pinned Cluster API module (hack/capi):
+# hack/build-capi.sh <name> builds it where its variable says.
 $(CAPI_CORE_MANAGER):
-	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi-core.sh
+	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi.sh core
+
+$(CAPI_KUBEADM_BOOTSTRAP_MANAGER):
+	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi.sh kubeadm-bootstrap
+
+$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER):
+	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi.sh kubeadm-control-plane
+
+$(CLUSTERCTL):
+	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi.sh clusterctl
 
 $(ENVTEST_DIR)/kube-apiserver:
 	KUBE_VERSION=$(KUBE_VERSION) ./hack/build-envtest-assets.sh
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(CAPI_CORE_MANAGER) envtest-assets ## Build every cached tool.
+tools: $(CONTROLLER_GEN) capi-managers clusterctl envtest-assets ## Build every cached tool.
 
 .PHONY: envtest-assets
 envtest-assets: $(ENVTEST_ASSETS_DEP) ## Build kube-apiserver and etcd for envtest (unless KUBEBUILDER_ASSETS is set).
 
 .PHONY: capi-core
 capi-core: $(CAPI_CORE_MANAGER) ## Build Cluster API's own core manager.
+
+.PHONY: capi-kubeadm-bootstrap
+capi-kubeadm-bootstrap: $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) ## Build Cluster API's own kubeadm bootstrap manager.
+
+.PHONY: capi-kubeadm-control-plane
+capi-kubeadm-control-plane: $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) ## Build Cluster API's own kubeadm control plane manager.
+
+.PHONY: capi-managers
+capi-managers: $(CAPI_MANAGERS) ## Build every Cluster API manager dev runs (core, kubeadm bootstrap, kubeadm control plane).
+
+.PHONY: clusterctl
+clusterctl: $(CLUSTERCTL) ## Build clusterctl from the pinned Cluster API module (go install fails on its replace directives) and print its path.
+	@echo $(CLUSTERCTL)
 
 ##@ Generate and verify
 
@@ -98,7 +128,7 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 	./hack/docker-test-images/build.sh
 
 .PHONY: test
-test: envtest-assets capi-core docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
+test: envtest-assets capi-managers docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 # FUZZTIME is how long `make fuzz` runs each fuzz target; `make test` runs
@@ -116,7 +146,7 @@ fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server,
 	done
 
 .PHONY: test-e2e
-test-e2e: envtest-assets capi-core docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
+test-e2e: envtest-assets capi-managers docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
 
 .PHONY: test-chaos
@@ -125,7 +155,7 @@ test-chaos: envtest-assets capi-core docker-test-images image ## Run the long ch
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-28s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Benchmarks (not part of make test)
 

@@ -116,7 +116,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	fs.Lookup("webhook-host").DefValue = loopback
 	bound := reg.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, Cluster API core and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, Cluster API's core, kubeadm bootstrap and kubeadm control plane managers, and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -267,6 +267,13 @@ func nextSteps(env *Environment) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Next, in another terminal:\n\n")
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", kc)
+	if env.Clusterctl != "" {
+		// `go install` of clusterctl fails (the module's replace
+		// directives): the one make built from the pinned module.
+		fmt.Fprintf(&b, "  export PATH=%s:$PATH   # clusterctl %s\n", filepath.Dir(env.Clusterctl), clusterAPIVersion())
+	} else {
+		fmt.Fprintf(&b, "  make clusterctl   # then put its folder on PATH: clusterctl %s from the pinned module\n", clusterAPIVersion())
+	}
 	fmt.Fprintf(&b, "  kubectl get clusters,machines -A\n")
 	fmt.Fprintf(&b, "  clusterctl generate cluster dev --from kustomize/templates/cluster-template.yaml \\\n")
 	fmt.Fprintf(&b, "      --kubernetes-version v1.36.3 --control-plane-machine-count 1 --worker-machine-count 1 | kubectl apply -f -\n\n")

@@ -18,6 +18,7 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
+		env     map[string]string
 		wantErr string
 	}{
 		{name: "an unknown module names the valid ones", args: []string{"--enable-modules=infra,dns"}, wantErr: `unknown module(s) "dns"`},
@@ -26,13 +27,18 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 		{name: "stray arguments are refused", args: []string{"serve"}, wantErr: `unexpected arguments ["serve"]`},
 		{name: "a module flag is bound", args: []string{"--docker-unprivileged-nodes=maybe"}, wantErr: "docker-unprivileged-nodes"},
 		{name: "a bad manager flag is refused", args: []string{"--sync-period=-1s"}, wantErr: "--sync-period must be positive"},
-		{name: "a missing core binary names the make target", args: []string{"--quiet"}, wantErr: "make capi-core"},
+		{name: "a missing core binary names the make target", args: []string{"--quiet"},
+			env: map[string]string{"CAPI_CORE_MANAGER": "/nonexistent/manager"}, wantErr: "make capi-core"},
+		{name: "a missing kubeadm bootstrap binary names the make target", args: []string{"--quiet"},
+			env: map[string]string{"CAPI_KUBEADM_BOOTSTRAP_MANAGER": "/nonexistent/manager"}, wantErr: "make capi-kubeadm-bootstrap"},
+		{name: "a missing kubeadm control plane binary names the make target", args: []string{"--quiet"},
+			env: map[string]string{"CAPI_KUBEADM_CONTROL_PLANE_MANAGER": "/nonexistent/manager"}, wantErr: "make capi-kubeadm-control-plane"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			if tt.wantErr == "make capi-core" {
-				t.Setenv("CAPI_CORE_MANAGER", "/nonexistent/manager")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
 			}
 			var stdout, stderr bytes.Buffer
 			err := command(context.Background(), testRegistry(t), tt.args, &stdout, &stderr, nil)

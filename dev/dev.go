@@ -27,7 +27,7 @@ import (
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/dev/capicore"
+	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 	"github.com/capi-monolith/capi-monolith/dev/certs"
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
@@ -36,6 +36,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
+	"github.com/capi-monolith/capi-monolith/dev/toolcache"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -49,12 +50,15 @@ const (
 	DefaultExtensionConfigName = "capi-monolith"
 
 	// webhookConfigurationPrefix names the webhook configurations dev
-	// installs: <prefix>core and <prefix><module>.
+	// installs: <prefix><Cluster API manager> (core, kubeadm-bootstrap,
+	// kubeadm-control-plane) and <prefix><module>.
 	webhookConfigurationPrefix = "capi-monolith-dev-"
 	managerReadyTimeout        = 60 * time.Second
-	coreRestarts               = 3
-	stopTimeout                = 30 * time.Second
-	loopback                   = "127.0.0.1"
+	// managerRestarts is how often a Cluster API manager that dies is
+	// started again before dev gives up.
+	managerRestarts = 3
+	stopTimeout     = 30 * time.Second
+	loopback        = "127.0.0.1"
 
 	// TempStatePrefix starts the name of a temporary state folder (in
 	// os.TempDir()); a start removes those a killed dev left.
@@ -82,13 +86,14 @@ type Options struct {
 	// environment is ready. Default: only <state>/kubeconfig.
 	KubeconfigOut string
 
-	// CacheDir is the project's tool cache (envtest binaries, core's
-	// manager). Default: capicore.CacheDir().
+	// CacheDir is the project's tool cache (envtest binaries, Cluster
+	// API's managers, clusterctl). Default: toolcache.Dir().
 	CacheDir string
 
-	// CoreBinary is Cluster API core's manager. Default: the cached one
-	// (see capicore.BinaryPath).
-	CoreBinary string
+	// Binaries are the binaries of Cluster API's managers, by
+	// capimanager.Manager.Name. Default: the cached ones (see
+	// toolcache.Binary.Find).
+	Binaries map[string]string
 
 	// Modules are the modules to run, built with their typed options (for
 	// example infra.New(infra.DefaultOptions())); required. The runtimeext
@@ -104,8 +109,9 @@ type Options struct {
 	// Progress shows the steps. Default: none.
 	Progress *progress.Display
 
-	// LogOutput receives Cluster API core's output. Default:
-	// <state>/logs/capi-core.log.
+	// LogOutput receives the output of Cluster API's managers. Default:
+	// one file each, <state>/logs/capi-<name>.log (capi-core.log,
+	// capi-kubeadm-bootstrap.log, capi-kubeadm-control-plane.log).
 	LogOutput io.Writer
 
 	// ExtensionConfigName names the ExtensionConfig of the runtime
@@ -129,11 +135,19 @@ type Environment struct {
 	// WebhookAddress is host:port of this binary's webhook server, which
 	// also serves the runtime extension.
 	WebhookAddress string
-	// Core is Cluster API core's child process.
-	Core *capicore.Process
+	// Managers are Cluster API's managers, each a supervised child process,
+	// in the order of capimanager.All(): core, kubeadm bootstrap, kubeadm
+	// control plane.
+	Managers []*capimanager.Process
+	// Core is Cluster API core's, the first of Managers.
+	Core *capimanager.Process
+	// Clusterctl is the clusterctl of the tool cache built from the pinned
+	// module (`make clusterctl`), or empty when it is not built.
+	Clusterctl string
 	// Modules are the enabled modules.
 	Modules []string
-	// Certs are the CA and serving certificate of both webhook servers.
+	// Certs are the CA and serving certificate of every webhook server
+	// (ours and the Cluster API managers').
 	Certs *certs.Bundle
 
 	opts           Options
@@ -147,7 +161,7 @@ type Environment struct {
 	stopOnce       sync.Once
 	stopErr        error
 	extensionOwned bool
-	coreLog        *os.File
+	managerLogs    []*os.File
 	lock           *state.Lock
 	// owner names this process on what it installs (webhooks.Mark).
 	owner string
@@ -157,8 +171,8 @@ type Environment struct {
 }
 
 // Failed receives one error when a part of the environment stopped on its
-// own for good (core after its restarts, or the manager); the environment
-// is then broken and should be stopped.
+// own for good (a Cluster API manager after its restarts, or ours); the
+// environment is then broken and should be stopped.
 func (e *Environment) Failed() <-chan error { return e.failed }
 
 func (e *Environment) fail(err error) {
@@ -184,15 +198,15 @@ func DefaultManagerOptions(mods []modules.Module) manager.Options {
 }
 
 // Start brings a dev environment up and returns once everything is ready:
-// CRDs served, core ready, the modules' webhook server serving and its
-// cache synced. ctx bounds Start only; the environment runs until Stop.
-// On failure Start stops whatever it started.
+// CRDs served, Cluster API's managers ready, the modules' webhook server
+// serving and its cache synced. ctx bounds Start only; the environment runs
+// until Stop. On failure Start stops whatever it started.
 func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if opts.ExtensionConfigName == "" {
 		opts.ExtensionConfigName = DefaultExtensionConfigName
 	}
 	if opts.CacheDir == "" {
-		dir, err := capicore.CacheDir()
+		dir, err := toolcache.Dir()
 		if err != nil {
 			return nil, err
 		}
@@ -216,9 +230,12 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	coreBinary, err := capicore.BinaryPath(opts.CoreBinary, capi.Version)
-	if err != nil {
-		return nil, err
+	managers := capimanager.All()
+	binaries := make([]string, len(managers))
+	for i, m := range managers {
+		if binaries[i], err = m.Find(opts.Binaries[m.Name], opts.CacheDir, capi.Version); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Kubeconfig == "" {
 		if _, err := controlplane.AssetsDirectory("", opts.CacheDir); err != nil {
@@ -236,7 +253,12 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		return nil, err
 	}
 
-	e := &Environment{opts: opts, failed: make(chan error, 1), force: make(chan struct{})}
+	e := &Environment{
+		opts: opts, failed: make(chan error, 1), force: make(chan struct{}),
+		Managers: make([]*capimanager.Process, len(managers)),
+	}
+	// Only printed in the next steps: dev runs without it.
+	e.Clusterctl, _ = toolcache.Clusterctl.Find("", opts.CacheDir, capi.Version)
 	for _, m := range enabled {
 		e.Modules = append(e.Modules, m.Name())
 	}
@@ -308,7 +330,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 
 	// 2. CRDs.
-	done = display.Step("CRDs (Cluster API " + capi.Version + " and capi-monolith's)")
+	done = display.Step("CRDs (Cluster API " + capi.Version + " core and kubeadm, and capi-monolith's)")
 	err = installCRDs(ctx, e.Config, capi)
 	done(err)
 	if err != nil {
@@ -333,8 +355,8 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		return nil, err
 	}
 
-	// 4. Core as a child process and our modules in-process, side by side:
-	// neither needs the other to start.
+	// 4. Cluster API's managers as child processes and our modules
+	// in-process, side by side: none needs another to start.
 	port, err := ports.One()
 	if err != nil {
 		return nil, err
@@ -346,49 +368,53 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	mgrOpts.LeaderElect = false
 	e.WebhookAddress = net.JoinHostPort(webhookHost, strconv.Itoa(mgrOpts.WebhookPort))
 
-	coreOut := opts.LogOutput
-	if coreOut == nil {
-		f, err := os.OpenFile(filepath.Join(logDir, "capi-core.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("failed to open Cluster API core's log: %w", err)
+	// Every log is open before any process starts: a failure here leaves
+	// nothing running.
+	outs, logNames := make([]io.Writer, len(managers)), make([]string, len(managers))
+	for i, m := range managers {
+		if outs[i], logNames[i], err = e.managerOutput(logDir, m); err != nil {
+			return nil, err
 		}
-		// The process writes to it until Stop, which closes it.
-		e.coreLog, coreOut = f, f
 	}
+	errs := make([]error, len(managers)+1)
 	var wg sync.WaitGroup
-	var coreErr, mgrErr error
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		done := display.Step("Cluster API core " + capi.Version + " (child process)")
-		e.Core, coreErr = capicore.Start(ctx, capicore.Options{
-			Config:                   e.Config,
-			BinaryPath:               coreBinary,
-			Output:                   coreOut,
-			WorkDir:                  filepath.Join(e.StateDir, "capi-core"),
-			Certs:                    e.Certs,
-			WebhookConfigurationName: webhookConfigurationPrefix + "core",
-			Restarts:                 coreRestarts,
-			Owner:                    e.owner,
-			OnStart:                  func(pid int) { e.record("capi-core", pid) },
-			OnExit: func(err error, restarting bool) {
-				if restarting {
-					display.Printf("  ! Cluster API core exited (%v): restarting it\n", err)
-					return
-				}
-				e.fail(fmt.Errorf("cluster API core exited and was restarted %d times already: %w\nlast output:\n%s", coreRestarts, err, e.Core.Output()))
-			},
-		})
-		done(coreErr)
-	}()
+	for i, m := range managers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := display.Step(m.Title + " " + capi.Version + " (child process)")
+			e.Managers[i], errs[i] = capimanager.Start(ctx, capimanager.Options{
+				Manager:                  m,
+				Config:                   e.Config,
+				BinaryPath:               binaries[i],
+				Output:                   outs[i],
+				WorkDir:                  filepath.Join(e.StateDir, "capi-"+m.Name),
+				Certs:                    e.Certs,
+				WebhookConfigurationName: webhookConfigurationPrefix + m.Name,
+				Restarts:                 managerRestarts,
+				Owner:                    e.owner,
+				OnStart:                  func(pid int) { e.record("capi-"+m.Name, pid) },
+				OnExit: func(err error, restarting bool) {
+					if restarting {
+						display.Printf("  ! %s exited (%v): restarting it\n", m.Title, err)
+						return
+					}
+					e.fail(fmt.Errorf("%s exited and was restarted %d times already: %w (its output: %s)", m.Title, managerRestarts, err, logNames[i]))
+				},
+			})
+			done(errs[i])
+		}()
+	}
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		done := display.Step("capi-monolith modules " + fmt.Sprint(e.Modules) + " (in-process)")
-		mgrErr = e.startManager(ctx, mgrOpts, enabled)
-		done(mgrErr)
+		errs[len(managers)] = e.startManager(ctx, mgrOpts, enabled)
+		done(errs[len(managers)])
 	}()
 	wg.Wait()
-	if err := errors.Join(coreErr, mgrErr); err != nil {
+	e.Core = e.Managers[0]
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
@@ -486,13 +512,17 @@ func newScheme(enabled []modules.Module) (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// installCRDs installs Cluster API core's CRDs and every module's, enabled
-// or not: a CRD without its controller is harmless, and a later start with
-// more modules finds its types.
+// installCRDs installs the CRDs of Cluster API's managers and every
+// module's, enabled or not: a CRD without its controller is harmless, and a
+// later start with more modules finds its types.
 func installCRDs(ctx context.Context, cfg *rest.Config, capi capimodule.Module) error {
-	list, err := crds.ReadClusterAPI(capi.CRDDirectory())
-	if err != nil {
-		return err
+	var list []*apiextensionsv1.CustomResourceDefinition
+	for _, m := range capimanager.All() {
+		theirs, err := crds.ReadClusterAPI(capi.ComponentCRDDirectory(m.Component))
+		if err != nil {
+			return err
+		}
+		list = append(list, theirs...)
 	}
 	dirs, err := fs.Glob(manifests.FS, "*/crd")
 	if err != nil {
@@ -606,7 +636,7 @@ func (e *Environment) registerExtension(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the manager and core, removes what dev installed in an
+// Stop stops our manager and Cluster API's, removes what dev installed in an
 // existing cluster (webhook configurations, conversion, the
 // ExtensionConfig), stops etcd and kube-apiserver, and removes the state
 // folder unless it is a --data-dir. Safe to call more than once.
@@ -627,13 +657,9 @@ func (e *Environment) Stop() error {
 				// write to the apiserver is harmless.
 			}
 		}
-		if e.Core != nil {
-			if err := e.Core.Stop(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if e.coreLog != nil {
-			_ = e.coreLog.Close()
+		errs = append(errs, e.stopManagers()...)
+		for _, f := range e.managerLogs {
+			_ = f.Close()
 		}
 		// An apiserver of our own goes away with everything in it; an
 		// existing cluster must not keep webhooks pointing at nothing.
@@ -700,14 +726,51 @@ func repair(ctx context.Context, c client.Client) (webhooks.Leftovers, error) {
 }
 
 // Kill makes a running or coming Stop quick, for a second Ctrl-C: Cluster
-// API core, kube-apiserver and etcd get SIGKILL at once and Stop waits for
-// no graceful exit. Stop still removes what dev installed and its state.
+// API's managers, kube-apiserver and etcd get SIGKILL at once and Stop waits
+// for no graceful exit. Stop still removes what dev installed and its state.
 func (e *Environment) Kill() {
 	e.forceOnce.Do(func() {
 		close(e.force)
-		e.Core.Kill()
+		for _, p := range e.Managers {
+			p.Kill()
+		}
 		e.controlPlane.Kill()
 	})
+}
+
+// managerOutput is where a Cluster API manager's output goes, and how
+// errors name it: Options.LogOutput, else a log file of its own, which Stop
+// closes.
+func (e *Environment) managerOutput(logDir string, m capimanager.Manager) (io.Writer, string, error) {
+	if e.opts.LogOutput != nil {
+		return e.opts.LogOutput, "Options.LogOutput", nil
+	}
+	path := filepath.Join(logDir, "capi-"+m.Name+".log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("failed to open the log of %s: %w", m.Title, err)
+	}
+	e.managerLogs = append(e.managerLogs, f)
+	return f, path, nil
+}
+
+// stopManagers stops Cluster API's managers side by side: each may take its
+// grace period, and none needs another to stop.
+func (e *Environment) stopManagers() []error {
+	errs := make([]error, len(e.Managers))
+	var wg sync.WaitGroup
+	for i, p := range e.Managers {
+		if p == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Stop()
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // record notes a child process in the state folder, so that the next start

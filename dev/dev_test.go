@@ -35,6 +35,12 @@ const (
 // binary is capi-monolith built once for the suite by TestMain.
 var binary string
 
+// devWebhookConfigurations are webhook configurations dev installs (both
+// kinds, one name): Cluster API's managers' and a module's.
+var devWebhookConfigurations = []string{
+	"capi-monolith-dev-core", "capi-monolith-dev-kubeadm-bootstrap", "capi-monolith-dev-kubeadm-control-plane", "capi-monolith-dev-infra",
+}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capi-monolith-dev-test-")
 	if err != nil {
@@ -163,12 +169,12 @@ func TestDataDirResumesWhereTheLastRunStopped(t *testing.T) {
 // and our webhooks served on loopback with the CA in the data folder, and
 // the ExtensionConfig.
 func expectInstalled(ctx context.Context, g Gomega, c client.Client, dataDir string) {
-	for _, name := range []string{"clusters.cluster.x-k8s.io", "machinepools.cluster.x-k8s.io", "monolithmachines.infrastructure.cluster.x-k8s.io", "monolithippools.ipam.cluster.x-k8s.io"} {
+	for _, name := range []string{"clusters.cluster.x-k8s.io", "machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", "monolithmachines.infrastructure.cluster.x-k8s.io", "monolithippools.ipam.cluster.x-k8s.io"} {
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), name)
 	}
 	ca, err := os.ReadFile(filepath.Join(dataDir, "certs", "ca.crt"))
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, name := range []string{"capi-monolith-dev-core", "capi-monolith-dev-infra"} {
+	for _, name := range devWebhookConfigurations {
 		wh := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, wh)).To(Succeed(), name)
 		g.Expect(*wh.Webhooks[0].ClientConfig.URL).To(HavePrefix("https://127.0.0.1:"), name)

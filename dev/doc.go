@@ -6,11 +6,13 @@
 //
 //  1. etcd and kube-apiserver from the cached envtest binaries (package
 //     controlplane), or an existing cluster given by a kubeconfig;
-//  2. Cluster API core's CRDs (from the pinned module) and the modules' CRDs
-//     (embedded in the binary; package crds);
+//  2. the CRDs of Cluster API core, kubeadm bootstrap and kubeadm control
+//     plane (from the pinned module) and the modules' CRDs (embedded in the
+//     binary; package crds);
 //  3. a throwaway CA and serving certificate for loopback (package certs);
-//  4. Cluster API core's own manager as a supervised child process with its
-//     webhooks and conversion (package capicore), and, at the same time,
+//  4. Cluster API's own managers (core, kubeadm bootstrap, kubeadm control
+//     plane), each a supervised child process with its webhooks and
+//     conversion (package capimanager), and, at the same time,
 //     every enabled module of this binary in-process on one manager, with
 //     its webhooks pointed at it (package webhooks);
 //  5. an ExtensionConfig registering the runtime extension at the loopback

@@ -33,21 +33,29 @@ func TestAnExistingClusterIsLeftAsItWasOnExit(t *testing.T) {
 	r := startBinary(t, g, dir, "--kubeconfig="+kubeconfig, "--quiet")
 	ctx := t.Context()
 	g.Expect(r.client.Get(ctx, client.ObjectKey{Name: "monolithmachines.infrastructure.cluster.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "our CRDs are installed")
-	for _, name := range []string{"capi-monolith-dev-core", "capi-monolith-dev-infra"} {
+	for _, name := range devWebhookConfigurations {
 		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed(), name)
 	}
 	g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, &runtimev1.ExtensionConfig{})).To(Succeed())
 
 	r.interrupt(t, g)
-	for _, name := range []string{"capi-monolith-dev-core", "capi-monolith-dev-infra"} {
+	for _, name := range devWebhookConfigurations {
 		err := existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", name, err)
 	}
 	err = existing.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, &runtimev1.ExtensionConfig{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ExtensionConfig: %v", err)
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
-	g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion is given back")
+	for _, name := range convertedCRDs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion of %s is given back", name)
+	}
+}
+
+// convertedCRDs are CRDs of each Cluster API manager whose conversion dev
+// points at that manager.
+var convertedCRDs = []string{
+	"clusters.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
 }
 
 // kill -9 of dev in --kubeconfig mode leaves webhooks with failurePolicy
@@ -70,13 +78,17 @@ func TestAnExistingClusterIsRepairedAfterDevWasKilled(t *testing.T) {
 		g.Eventually(r.exited).WithTimeout(exitTimeout).Should(Receive())
 		expectGone(g, children)
 		// What the killed dev left is there: this is what must be undone.
-		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "capi-monolith-dev-core"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed())
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
-		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter))
+		for _, name := range devWebhookConfigurations {
+			g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed(), name)
+		}
+		for _, name := range convertedCRDs {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+			g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter), name)
+		}
 	}
 	expectAsFound := func() {
-		for _, name := range []string{"capi-monolith-dev-core", "capi-monolith-dev-infra"} {
+		for _, name := range devWebhookConfigurations {
 			err := existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", name, err)
 			err = existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.MutatingWebhookConfiguration{})
@@ -84,10 +96,12 @@ func TestAnExistingClusterIsRepairedAfterDevWasKilled(t *testing.T) {
 		}
 		err := existing.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, &runtimev1.ExtensionConfig{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ExtensionConfig: %v", err)
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: "clusters.cluster.x-k8s.io"}, crd)).To(Succeed())
-		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion is given back")
-		g.Expect(crd.Annotations).NotTo(HaveKey("dev.capi-monolith.io/original-conversion"))
+		for _, name := range convertedCRDs {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+			g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.NoneConverter), "the conversion of %s is given back", name)
+			g.Expect(crd.Annotations).NotTo(HaveKey("dev.capi-monolith.io/original-conversion"), name)
+		}
 		// The cluster serves Cluster API objects again.
 		g.Expect(existing.Client.List(ctx, &clusterv1.ClusterList{})).To(Succeed())
 	}

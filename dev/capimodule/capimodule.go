@@ -1,6 +1,7 @@
 // Package capimodule finds the pinned sigs.k8s.io/cluster-api module on disk:
-// Cluster API core's CRDs and webhook manifests are read from it, and the
-// version it names picks the cached core manager binary.
+// the CRDs and webhook manifests of Cluster API's managers (core, kubeadm
+// bootstrap, kubeadm control plane) are read from it, and the version it
+// names picks their cached binaries.
 //
 // A built capi-monolith binary knows the version it was linked with (its
 // build information) and looks the module up in the Go module cache; inside
@@ -32,16 +33,34 @@ type Module struct {
 	Dir string
 }
 
-// CRDDirectory is the folder of Cluster API core's CRDs.
-func (m Module) CRDDirectory() string {
-	return filepath.Join(m.Dir, "core", "config", "crd", "bases")
+// Component is the folder of one of Cluster API's managers in the module,
+// which holds its main package and its config/ manifests.
+type Component string
+
+// The components whose managers dev runs.
+const (
+	Core                Component = "core"
+	KubeadmBootstrap    Component = "bootstrap/kubeadm"
+	KubeadmControlPlane Component = "controlplane/kubeadm"
+)
+
+// ComponentCRDDirectory is the folder of the component's CRDs.
+func (m Module) ComponentCRDDirectory(c Component) string {
+	return filepath.Join(m.Dir, filepath.FromSlash(string(c)), "config", "crd", "bases")
 }
+
+// ComponentWebhookManifests is the file of the component's admission
+// webhook configurations.
+func (m Module) ComponentWebhookManifests(c Component) string {
+	return filepath.Join(m.Dir, filepath.FromSlash(string(c)), "config", "webhook", "manifests.yaml")
+}
+
+// CRDDirectory is the folder of Cluster API core's CRDs.
+func (m Module) CRDDirectory() string { return m.ComponentCRDDirectory(Core) }
 
 // WebhookManifests is the file of Cluster API core's admission webhook
 // configurations.
-func (m Module) WebhookManifests() string {
-	return filepath.Join(m.Dir, "core", "config", "webhook", "manifests.yaml")
-}
+func (m Module) WebhookManifests() string { return m.ComponentWebhookManifests(Core) }
 
 // located runs once per process: the answer cannot change while it runs.
 var located = sync.OnceValues(locate)

@@ -12,8 +12,12 @@ func TestLocateFindsThePinnedModuleAndItsManifests(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(m.Path).To(Equal(Path))
 	g.Expect(m.Version).To(Equal("v1.14.2"), "the version go.mod pins")
-	g.Expect(m.CRDDirectory()).To(BeADirectory())
-	g.Expect(m.WebhookManifests()).To(BeARegularFile())
+	for _, c := range []Component{Core, KubeadmBootstrap, KubeadmControlPlane} {
+		g.Expect(m.ComponentCRDDirectory(c)).To(BeADirectory(), string(c))
+		g.Expect(m.ComponentWebhookManifests(c)).To(BeARegularFile(), string(c))
+	}
+	g.Expect(m.CRDDirectory()).To(Equal(m.ComponentCRDDirectory(Core)))
+	g.Expect(m.WebhookManifests()).To(Equal(m.ComponentWebhookManifests(Core)))
 }
 
 func TestBuildInfoAndModuleCacheAgreeWithGoList(t *testing.T) {

@@ -1,13 +1,13 @@
 package controlplane
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/capi-monolith/capi-monolith/dev/procgroup"
 )
 
 // stopGracePeriod is how long stop waits after SIGTERM before SIGKILL.
@@ -37,7 +37,7 @@ func startProcess(name, path string, args []string, out io.Writer) (*process, er
 		// is gone.
 		cmd := exec.Command(path, args...)
 		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = procAttr()
+		cmd.SysProcAttr = procgroup.Attr()
 		cmd.WaitDelay = time.Second
 		if err := cmd.Start(); err != nil {
 			p.err = fmt.Errorf("failed to start %s (%s): %w", name, path, err)
@@ -63,25 +63,7 @@ func (p *process) stop(force <-chan struct{}) error {
 	if p == nil {
 		return nil
 	}
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	if err := syscall.Kill(-p.pid(), syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("failed to send SIGTERM to %s: %w", p.name, err)
-	}
-	timer := time.NewTimer(stopGracePeriod)
-	defer timer.Stop()
-	select {
-	case <-p.exited:
-		return nil
-	case <-timer.C:
-	case <-force:
-	}
-	p.kill()
-	<-p.exited
-	return nil
+	return procgroup.Stop(p.pid(), p.name, stopGracePeriod, p.exited, force)
 }
 
 // kill sends SIGKILL to the process group.
@@ -89,5 +71,5 @@ func (p *process) kill() {
 	if p == nil {
 		return
 	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	procgroup.Kill(p.pid())
 }

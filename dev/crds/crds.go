@@ -207,12 +207,55 @@ func served(disc discovery.DiscoveryInterface, list []*apiextensionsv1.CustomRes
 	return nil
 }
 
-// ReadClusterAPI reads Cluster API core's CRDs from dir (the pinned module's
-// core/config/crd/bases).
+// ReadClusterAPI reads the CRDs of one of Cluster API's components from dir
+// (the pinned module's <component>/config/crd/bases) with the labels its
+// config/crd/kustomization.yaml gives them, as a release's kustomize build
+// does: the kubeadm providers' CRDs carry their contract there
+// (cluster.x-k8s.io/v1beta2: v1beta2), which core reads to use their
+// objects.
 func ReadClusterAPI(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	list, err := ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read Cluster API's CRDs from %s: %w", filepath.Clean(dir), err)
 	}
+	labels, err := kustomizationLabels(filepath.Join(dir, "..", "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range list {
+		for k, v := range labels {
+			if crd.Labels == nil {
+				crd.Labels = map[string]string{}
+			}
+			crd.Labels[k] = v
+		}
+	}
 	return list, nil
+}
+
+// kustomizationLabels returns the labels a kustomization.yaml adds to its
+// resources (its labels' pairs); none when the file is missing.
+func kustomizationLabels(file string) (map[string]string, error) {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s: %w", file, err)
+	}
+	var k struct {
+		Labels []struct {
+			Pairs map[string]string `json:"pairs"`
+		} `json:"labels"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("failed to decode %s: %w", file, err)
+	}
+	out := map[string]string{}
+	for _, l := range k.Labels {
+		for key, v := range l.Pairs {
+			out[key] = v
+		}
+	}
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package capicore_test
+package capimanager_test
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/capi-monolith/capi-monolith/dev/capicore"
+	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
@@ -25,7 +25,8 @@ func TestADeadCoreIsRestartedThenReported(t *testing.T) {
 	g := NewWithT(t)
 	var mu sync.Mutex
 	var reports []bool
-	core, err := capicore.Start(t.Context(), capicore.Options{
+	core, err := capimanager.Start(t.Context(), capimanager.Options{
+		Manager:  capimanager.Core,
 		Config:   env.Config,
 		Restarts: 1,
 		OnExit: func(_ error, restarting bool) {
@@ -61,4 +62,11 @@ func TestADeadCoreIsRestartedThenReported(t *testing.T) {
 	g.Expect(reported()).To(Equal([]bool{true, false}), "the last death is reported as final")
 	g.Expect(core.Err()).To(HaveOccurred())
 	g.Expect(core.Stop()).To(Succeed())
+}
+
+// Which manager to run is not guessed.
+func TestStartNeedsAManager(t *testing.T) {
+	g := NewWithT(t)
+	_, err := capimanager.Start(t.Context(), capimanager.Options{Config: env.Config})
+	g.Expect(err).To(MatchError(ContainSubstring("Options.Manager is required")))
 }

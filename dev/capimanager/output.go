@@ -1,4 +1,4 @@
-package capicore
+package capimanager
 
 import (
 	"bytes"

@@ -1,0 +1,573 @@
+package capimanager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-monolith/capi-monolith/dev/capimodule"
+	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/crds"
+	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
+	"github.com/capi-monolith/capi-monolith/dev/procgroup"
+	"github.com/capi-monolith/capi-monolith/dev/toolcache"
+	"github.com/capi-monolith/capi-monolith/dev/webhooks"
+)
+
+// Manager is one of Cluster API's own managers: where its binary, CRDs and
+// webhook manifests are.
+type Manager struct {
+	toolcache.Binary
+	// Name is short and unique: it names the manager's webhook
+	// configurations, work folder and log ("core", "kubeadm-bootstrap",
+	// "kubeadm-control-plane").
+	Name string
+	// Component is its folder in the pinned module, with its CRDs and
+	// webhook manifests.
+	Component capimodule.Component
+}
+
+// The managers dev runs, each built by `make <MakeTarget>` (hack/build-capi.sh)
+// into <cache>/<Folder>/<cluster-api version>/manager.
+var (
+	Core = Manager{
+		Name: "core", Component: capimodule.Core,
+		Binary: toolcache.Binary{Title: "Cluster API core manager", Folder: "capi-core", File: "manager",
+			EnvVar: "CAPI_CORE_MANAGER", MakeTarget: "capi-core"},
+	}
+	KubeadmBootstrap = Manager{
+		Name: "kubeadm-bootstrap", Component: capimodule.KubeadmBootstrap,
+		Binary: toolcache.Binary{Title: "Cluster API kubeadm bootstrap manager", Folder: "capi-kubeadm-bootstrap", File: "manager",
+			EnvVar: "CAPI_KUBEADM_BOOTSTRAP_MANAGER", MakeTarget: "capi-kubeadm-bootstrap"},
+	}
+	KubeadmControlPlane = Manager{
+		Name: "kubeadm-control-plane", Component: capimodule.KubeadmControlPlane,
+		Binary: toolcache.Binary{Title: "Cluster API kubeadm control plane manager", Folder: "capi-kubeadm-control-plane", File: "manager",
+			EnvVar: "CAPI_KUBEADM_CONTROL_PLANE_MANAGER", MakeTarget: "capi-kubeadm-control-plane"},
+	}
+)
+
+// All are the managers a dev environment runs, core first.
+func All() []Manager { return []Manager{Core, KubeadmBootstrap, KubeadmControlPlane} }
+
+const (
+	// DefaultFeatureGates turns on what the dev environment and the suites
+	// need from core; every manager gets the same gates (the kubeadm
+	// bootstrap provider's MachinePool support among them), as clusterctl's
+	// EXP_ variables give them to every provider.
+	DefaultFeatureGates = "ClusterTopology=true,MachinePool=true,RuntimeSDK=true"
+	// DefaultStartTimeout bounds Start's wait for the process to be ready.
+	DefaultStartTimeout = 60 * time.Second
+
+	// stopGracePeriod is how long Stop waits after SIGTERM before SIGKILL;
+	// Cluster API's managers shut their controllers down well within it.
+	stopGracePeriod = 10 * time.Second
+	// cleanupTimeout bounds the API calls of Stop and of a failed Start.
+	cleanupTimeout = 30 * time.Second
+	pollInterval   = 100 * time.Millisecond
+	// restartDelay spaces restarts of a process that keeps dying.
+	restartDelay = time.Second
+)
+
+// Options configures Start.
+type Options struct {
+	// Manager is the manager to run. Required.
+	Manager Manager
+
+	// Config is the admin config of the apiserver. Required.
+	Config *rest.Config
+
+	// BinaryPath is the manager's binary. Default: $<Manager.EnvVar>, else
+	// <toolcache.Dir>/<Manager.Folder>/<cluster-api version>/manager, the
+	// file `make <Manager.MakeTarget>` builds.
+	BinaryPath string
+
+	// FeatureGates is the value of --feature-gates. Default: DefaultFeatureGates.
+	FeatureGates string
+
+	// ExtraArgs are appended to the command line; a flag given here wins over
+	// the one Start sets, since the last value of a flag counts.
+	ExtraArgs []string
+
+	// Output receives the process's stdout and stderr. Default: discarded.
+	// Either way the last 200 lines are kept for errors and Process.Output.
+	Output io.Writer
+
+	// WorkDir holds the kubeconfig and the serving certificates. Default: a new
+	// temporary folder, removed by Stop. A given folder is left in place.
+	WorkDir string
+
+	// StartTimeout bounds the wait for the process to be ready.
+	// Default: DefaultStartTimeout.
+	StartTimeout time.Duration
+
+	// Certs are the webhook server's CA and serving certificate.
+	// Default: a new bundle.
+	Certs *certs.Bundle
+
+	// WebhookConfigurationName names both webhook configurations Start
+	// installs; existing ones of that name are replaced.
+	// Default: "capi<Manager.Name>-<random>", unique per process.
+	WebhookConfigurationName string
+
+	// Restarts is how many times a process that exits after it was ready is
+	// started again before it is left dead (and Exited closes).
+	// Default: 0, never.
+	Restarts int
+
+	// OnExit, when set, is called each time the process exits unexpectedly
+	// after it was ready, with the exit error and whether it is restarted.
+	OnExit func(err error, restarting bool)
+
+	// Owner, when set, marks the webhook configurations Start installs as
+	// installed by dev and owned by this process (see webhooks.Mark), so
+	// that a later dev can undo them should this process be killed.
+	Owner string
+
+	// OnStart, when set, is called with the process id each time the
+	// process is started (restarts included), e.g. to record it for a later
+	// start to find should this one be killed.
+	OnStart func(pid int)
+}
+
+// Process is a running Cluster API manager.
+type Process struct {
+	opts        Options
+	binary      string
+	args        []string
+	output      *tailWriter
+	client      client.Client
+	webhooks    *webhooks.Configurations
+	conversions []webhooks.ConversionPatch
+	convertURL  string
+	certs       *certs.Bundle
+
+	webhookAddr     string
+	healthAddr      string
+	diagnosticsAddr string
+	workDir         string
+	removeWorkDir   bool
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	ready    bool
+	stopping bool
+	// force is closed by Kill: Stop no longer waits for a graceful exit.
+	force chan struct{}
+
+	exited chan struct{}
+	// err is written once before exited is closed.
+	err error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start installs the manager's webhook configurations and points the
+// conversion of its CRDs at a new process, runs the process and waits until
+// it is ready: /readyz answers 200 and the webhook port serves the
+// certificate of opts.Certs. ctx bounds Start only; the process runs until
+// Stop.
+func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
+	if opts.Manager.Name == "" {
+		return nil, fmt.Errorf("failed to start a Cluster API manager: Options.Manager is required")
+	}
+	if opts.Config == nil {
+		return nil, fmt.Errorf("failed to start %s: Options.Config is required", opts.Manager.Title)
+	}
+	if opts.FeatureGates == "" {
+		opts.FeatureGates = DefaultFeatureGates
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	capi, err := capimodule.Locate()
+	if err != nil {
+		return nil, err
+	}
+	binary, err := opts.Manager.Find(opts.BinaryPath, "", capi.Version)
+	if err != nil {
+		return nil, err
+	}
+
+	p := &Process{
+		opts:   opts,
+		binary: binary,
+		output: newTailWriter(opts.Output),
+		exited: make(chan struct{}),
+		force:  make(chan struct{}),
+		certs:  opts.Certs,
+	}
+	// On failure, undo whatever was done so far, the process included.
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, p.Stop())
+		}
+	}()
+
+	p.workDir = opts.WorkDir
+	if p.workDir == "" {
+		if p.workDir, err = os.MkdirTemp("", "capi"+opts.Manager.Name+"-"); err != nil {
+			return nil, fmt.Errorf("failed to create the work folder: %w", err)
+		}
+		p.removeWorkDir = true
+	} else if err := os.MkdirAll(p.workDir, 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create the work folder: %w", err)
+	}
+	kubeconfigPath := filepath.Join(p.workDir, "kubeconfig")
+	if err := kubeconfig.WriteFromREST(opts.Config, kubeconfigPath); err != nil {
+		return nil, err
+	}
+	if p.certs == nil {
+		if p.certs, err = certs.New(certs.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	certDir := filepath.Join(p.workDir, "certs")
+	if err := p.certs.Write(certDir); err != nil {
+		return nil, err
+	}
+	free, err := ports.Free(3)
+	if err != nil {
+		return nil, err
+	}
+	webhookPort := free[0]
+	p.webhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(webhookPort))
+	p.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	p.diagnosticsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
+
+	if p.client, err = newClient(opts.Config); err != nil {
+		return nil, err
+	}
+	name := opts.WebhookConfigurationName
+	if name == "" {
+		id, err := randomID()
+		if err != nil {
+			return nil, err
+		}
+		name = "capi" + opts.Manager.Name + "-" + id
+	}
+	baseURL := "https://" + p.webhookAddr
+	manifestsFile := capi.ComponentWebhookManifests(opts.Manager.Component)
+	manifests, err := os.ReadFile(manifestsFile)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the webhook manifests of %s: %w", opts.Manager.Title, err)
+	}
+	wh, err := webhooks.Read(manifests, manifestsFile, name, baseURL, p.certs.CAPEM)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Owner != "" {
+		wh.Mark(opts.Owner)
+	}
+	names, err := crds.Names(capi.ComponentCRDDirectory(opts.Manager.Component))
+	if err != nil {
+		return nil, err
+	}
+
+	// Webhooks and conversion are in place before the process starts: the
+	// apiserver has seen them by the time the process is ready, so the first
+	// object a client creates is already defaulted and validated by it.
+	if err := wh.Apply(ctx, p.client); err != nil {
+		return nil, err
+	}
+	p.webhooks = wh
+	p.convertURL = baseURL + "/convert"
+	p.conversions, err = webhooks.UseConversionWebhook(ctx, p.client, names, p.convertURL, p.certs.CAPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	p.args = append([]string{
+		"--kubeconfig=" + kubeconfigPath,
+		"--leader-elect=false",
+		"--webhook-port=" + strconv.Itoa(webhookPort),
+		"--webhook-cert-dir=" + certDir,
+		"--health-addr=" + p.healthAddr,
+		"--diagnostics-address=" + p.diagnosticsAddr,
+		"--insecure-diagnostics",
+		"--feature-gates=" + opts.FeatureGates,
+	}, opts.ExtraArgs...)
+	if err := p.run(); err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.ready = true
+	p.mu.Unlock()
+	return p, nil
+}
+
+func (p *Process) newCmd() *exec.Cmd {
+	cmd := exec.Command(p.binary, p.args...)
+	cmd.Dir = p.workDir
+	cmd.Stdout = p.output
+	cmd.Stderr = p.output
+	cmd.SysProcAttr = procgroup.Attr()
+	// Should the manager leave a child holding its output, Wait still returns.
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// run starts the process and the goroutine that waits on it (and restarts
+// it, within Options.Restarts).
+func (p *Process) run() error {
+	// The goroutine reports the first start on its own copy of the channel
+	// (it forgets it afterwards), so the receive below never reads a nil
+	// channel however the two goroutines are scheduled.
+	startedCh := make(chan error, 1)
+	started := startedCh
+	go func() {
+		defer close(p.exited)
+		// Pdeathsig fires when the thread that started the child exits, not
+		// the process: keep this goroutine on its thread while children run.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		restarts := 0
+		for {
+			cmd := p.newCmd()
+			p.mu.Lock()
+			if p.stopping {
+				p.mu.Unlock()
+				return
+			}
+			err := cmd.Start()
+			if err == nil {
+				p.cmd = cmd
+			}
+			p.mu.Unlock()
+			if err != nil {
+				p.err = fmt.Errorf("failed to start %s %s: %w", p.opts.Manager.Title, p.binary, err)
+				if started != nil {
+					started <- p.err
+				}
+				return
+			}
+			if p.opts.OnStart != nil {
+				p.opts.OnStart(cmd.Process.Pid)
+			}
+			if started != nil {
+				started <- nil
+				started = nil
+			}
+			err = cmd.Wait()
+			p.mu.Lock()
+			again := p.ready && !p.stopping && restarts < p.opts.Restarts
+			unexpected := p.ready && !p.stopping
+			p.mu.Unlock()
+			if unexpected && p.opts.OnExit != nil {
+				p.opts.OnExit(err, again)
+			}
+			if !again {
+				p.err = err
+				return
+			}
+			restarts++
+			time.Sleep(restartDelay)
+		}
+	}()
+	return <-startedCh
+}
+
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
+	roots := p.certs.CertPool()
+	httpClient := &http.Client{Timeout: time.Second}
+	readyz := "http://" + p.healthAddr + "/readyz"
+
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.exited:
+			// The last check failed because the process was going away.
+			lastErr = nil
+			return false, fmt.Errorf("failed to start: the process exited before it was ready: %w", p.err)
+		default:
+		}
+		if lastErr = checkReadyz(ctx, httpClient, readyz); lastErr != nil {
+			return false, nil
+		}
+		if lastErr = webhooks.CheckTLS(ctx, p.webhookAddr, roots); lastErr != nil {
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if lastErr != nil {
+			err = fmt.Errorf("%w (last check: %w)", err, lastErr)
+		}
+		return fmt.Errorf("failed to wait for %s to be ready: %w\nlast output:\n%s", p.opts.Manager.Title, err, p.output.String())
+	}
+	return nil
+}
+
+func checkReadyz(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("failed to build the readyz request: %w", err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed to get readyz: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("failed readyz: status %s", resp.Status)
+	}
+	return nil
+}
+
+// Stop ends the process (SIGTERM to its process group, SIGKILL after 10s),
+// deletes its webhook configurations, gives the manager's CRDs back the
+// conversion they had before Start (unless something else changed it since)
+// and removes the default work folder. It is safe to call more than once;
+// later calls return the first call's result.
+func (p *Process) Stop() error {
+	p.stopOnce.Do(func() {
+		var errs []error
+		if err := p.terminate(); err != nil {
+			errs = append(errs, err)
+		}
+		if p.client != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			if p.webhooks != nil {
+				if err := p.webhooks.Delete(ctx, p.client); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if err := webhooks.RestoreConversion(ctx, p.client, p.conversions, p.convertURL); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if p.removeWorkDir {
+			if err := os.RemoveAll(p.workDir); err != nil {
+				errs = append(errs, fmt.Errorf("failed to remove the work folder: %w", err))
+			}
+		}
+		p.stopErr = errors.Join(errs...)
+	})
+	return p.stopErr
+}
+
+func (p *Process) terminate() error {
+	p.mu.Lock()
+	p.stopping = true
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	// Setpgid made the process a group leader: signal the group so that
+	// nothing it started outlives it.
+	return procgroup.Stop(cmd.Process.Pid, p.opts.Manager.Title, stopGracePeriod, p.exited, p.force)
+}
+
+// Kill sends SIGKILL to the process group at once and keeps it from being
+// restarted; a Stop running or to come then does not wait for a graceful
+// exit, and still removes what Start installed. For a second Ctrl-C.
+func (p *Process) Kill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.stopping = true
+	cmd := p.cmd
+	select {
+	case <-p.force:
+	default:
+		close(p.force)
+	}
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		procgroup.Kill(cmd.Process.Pid)
+	}
+}
+
+// Exited is closed when the process has exited for good: stopped, or dead
+// after its restarts.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit error (nil for a clean exit) once Exited is
+// closed, and nil before.
+func (p *Process) Err() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// PID is the id of the current process, which is also its process group id.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// Output returns the process's last 200 lines of output.
+func (p *Process) Output() string { return p.output.String() }
+
+// Manager is the manager the process runs.
+func (p *Process) Manager() Manager { return p.opts.Manager }
+
+// WebhookAddress is host:port of the manager's webhook server (HTTPS).
+func (p *Process) WebhookAddress() string { return p.webhookAddr }
+
+// HealthAddress is host:port of the manager's /healthz and /readyz (HTTP).
+func (p *Process) HealthAddress() string { return p.healthAddr }
+
+// DiagnosticsAddress is host:port of the manager's /metrics (HTTP, no auth).
+func (p *Process) DiagnosticsAddress() string { return p.diagnosticsAddr }
+
+// WebhookConfigurationName is the name of both the Mutating- and the
+// ValidatingWebhookConfiguration Start installed.
+func (p *Process) WebhookConfigurationName() string { return p.webhooks.Mutating.Name }
+
+func newClient(cfg *rest.Config) (client.Client, error) {
+	scheme := k8sruntime.NewScheme()
+	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build the scheme: %w", err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build the scheme: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create a client for the apiserver: %w", err)
+	}
+	return c, nil
+}
+
+func randomID() (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("failed to generate a name: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,217 @@
+package dev_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+)
+
+// provisionTimeout bounds each wait of the kubeadm flow: certificates,
+// the first Machine, its bootstrap data, its MonolithMachine.
+const provisionTimeout = 2 * time.Minute
+
+// kubeadmCluster is a Cluster whose control plane is a KubeadmControlPlane
+// of one machine on our inMemory backend, as a user would apply it. The
+// version has no "v" on purpose: the control plane's defaulting webhook
+// adds it.
+const kubeadmCluster = `
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: kcp, namespace: default}
+spec:
+  clusterNetwork:
+    pods: {cidrBlocks: [192.168.0.0/16]}
+    services: {cidrBlocks: [10.96.0.0/12]}
+  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: kcp}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithCluster, name: kcp}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: MonolithCluster
+metadata: {name: kcp, namespace: default}
+spec:
+  backend:
+    inMemory: {}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: MonolithMachineTemplate
+metadata: {name: kcp-control-plane, namespace: default}
+spec:
+  template:
+    spec:
+      backend:
+        inMemory: {provisioningDelay: 1s, bootstrapDelay: 1s}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: kcp, namespace: default}
+spec:
+  version: "1.36.3"
+  machineTemplate:
+    spec:
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: kcp-control-plane}
+  kubeadmConfigSpec:
+    initConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+`
+
+// dev runs Cluster API's own kubeadm bootstrap and control plane managers
+// beside core: their webhooks answer, and a KubeadmControlPlane on our
+// inMemory backend makes its first control plane Machine, whose
+// KubeadmConfig gets kubeadm's cloud-init bootstrap data, from which our
+// MonolithMachine is provisioned and bootstrapped. (No workload API answers
+// yet, so KCP goes no further than that first machine.)
+func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
+	g := NewWithT(t)
+	r := startBinary(t, g, t.TempDir(), "--quiet")
+	ctx := t.Context()
+	c := r.client
+
+	managers := 0
+	for _, pid := range descendants(r.cmd.Process.Pid) {
+		if processName(pid) == "manager" {
+			managers++
+		}
+	}
+	g.Expect(managers).To(Equal(3), "Cluster API core, kubeadm bootstrap and kubeadm control plane each run as a child")
+
+	// The kubeadm CRDs convert through their manager, as core's do.
+	for _, name := range []string{"kubeadmconfigs.bootstrap.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter), name)
+		g.Expect(*crd.Spec.Conversion.Webhook.ClientConfig.URL).To(HavePrefix("https://127.0.0.1:"), name)
+	}
+
+	// The bootstrap provider's validating webhook refuses what only it checks.
+	bad := &bootstrapv1.KubeadmConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
+		Spec: bootstrapv1.KubeadmConfigSpec{Files: []bootstrapv1.File{{
+			Path: "/etc/both", Content: "inline",
+			ContentFrom: bootstrapv1.FileSource{Secret: bootstrapv1.SecretFileSource{Name: "s", Key: "k"}},
+		}}},
+	}
+	g.Expect(c.Create(ctx, bad)).To(MatchError(ContainSubstring(
+		`admission webhook "validation.kubeadmconfig.bootstrap.cluster.x-k8s.io" denied the request`)))
+
+	for _, obj := range decodeAll(g, kubeadmCluster) {
+		g.Expect(c.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kcp"}, kcp)).To(Succeed())
+	g.Expect(kcp.Spec.Version).To(Equal("v1.36.3"), "the control plane's defaulting webhook")
+	g.Expect(kcp.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+
+	// KCP makes the first control plane Machine with a KubeadmConfig of its own.
+	machine := &clusterv1.Machine{}
+	g.Eventually(func() error {
+		list := &clusterv1.MachineList{}
+		if err := c.List(ctx, list, client.InNamespace("default"), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: "kcp"}); err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("no control plane Machine yet")
+		}
+		*machine = list.Items[0]
+		return nil
+	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+	g.Expect(machine.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"))
+	g.Expect(machine.Spec.InfrastructureRef.Kind).To(Equal("MonolithMachine"))
+	g.Expect(machine.Spec.Version).To(Equal("v1.36.3"))
+
+	// The bootstrap provider writes kubeadm's cloud-init for `kubeadm init`,
+	// and core hands it to the Machine.
+	secretName := ""
+	g.Eventually(func(g Gomega) {
+		config := &bootstrapv1.KubeadmConfig{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: machine.Spec.Bootstrap.ConfigRef.Name}, config)).To(Succeed())
+		g.Expect(config.Status.DataSecretName).NotTo(BeEmpty(), "KubeadmConfig %s has no bootstrap data yet", config.Name)
+		got := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(machine), got)).To(Succeed())
+		g.Expect(got.Spec.Bootstrap.DataSecretName).To(HaveValue(Equal(config.Status.DataSecretName)))
+		secretName = config.Status.DataSecretName
+	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+	secret := &corev1.Secret{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: secretName}, secret)).To(Succeed())
+	g.Expect(string(secret.Data["format"])).To(Equal("cloud-config"))
+	g.Expect(string(secret.Data["value"])).To(And(ContainSubstring("#cloud-config"), ContainSubstring("kubeadm init")))
+
+	// Our inMemory backend takes that data: the node is provisioned and the
+	// bootstrap ran (simulated), and core sees the infrastructure.
+	g.Eventually(func(g Gomega) {
+		mm := &infrav1.MonolithMachine{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: machine.Spec.InfrastructureRef.Name}, mm)).To(Succeed())
+		g.Expect(mm.Spec.ProviderID).To(HavePrefix("inmemory://"))
+		g.Expect(mm.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
+		g.Expect(conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition)).To(BeTrue(), "bootstrap: %v", conditions.Get(mm, infrav1.BootstrapExecSucceededCondition))
+		got := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(machine), got)).To(Succeed())
+		g.Expect(got.Spec.ProviderID).To(Equal(mm.Spec.ProviderID))
+		g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
+	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+
+	r.interrupt(t, g)
+}
+
+// decodeAll reads a multi-document YAML into objects to create.
+func decodeAll(g Gomega, manifests string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := decoder.Decode(&obj.Object); err != nil {
+			g.Expect(err).To(MatchError(io.EOF))
+			return out
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
+}
+
+// dump describes the objects of the kubeadm flow (name, conditions) when a
+// wait fails.
+func dump(ctx context.Context, c client.Client) func() string {
+	return func() string {
+		var b strings.Builder
+		for _, gvk := range []schema.GroupVersionKind{
+			clusterv1.GroupVersion.WithKind("Cluster"), controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"),
+			clusterv1.GroupVersion.WithKind("Machine"), bootstrapv1.GroupVersion.WithKind("KubeadmConfig"),
+			infrav1.GroupVersion.WithKind("MonolithMachine"),
+		} {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
+				fmt.Fprintf(&b, "%s: %v\n", gvk.Kind, err)
+				continue
+			}
+			for _, item := range list.Items {
+				fmt.Fprintf(&b, "%s %s:\n", gvk.Kind, item.GetName())
+				conds, _, _ := unstructured.NestedSlice(item.Object, "status", "conditions")
+				for _, cond := range conds {
+					m, _ := cond.(map[string]any)
+					fmt.Fprintf(&b, "  %v=%v %v: %v\n", m["type"], m["status"], m["reason"], m["message"])
+				}
+			}
+		}
+		return b.String()
+	}
+}
