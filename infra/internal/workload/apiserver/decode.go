@@ -43,6 +43,20 @@ func unsupportedMediaType(contentType string) error {
 	}}
 }
 
+// decodeWrite reads what every write with a body needs: the dryRun
+// options of its query and the object in its body.
+func decodeWrite(r *http.Request) ([]store.WriteOption, *unstructured.Unstructured, error) {
+	wo, err := dryRun(r.URL.Query()["dryRun"])
+	if err != nil {
+		return nil, nil, err
+	}
+	obj, err := decodeObject(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wo, obj, nil
+}
+
 // decodeObject reads an object body: JSON, or protobuf (client-go's
 // typed clients send built-in kinds as protobuf). Responses are JSON
 // whatever the request's encoding; clients read the response's Content-Type.

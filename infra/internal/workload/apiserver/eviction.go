@@ -18,12 +18,7 @@ import (
 // evict deletes the pod unless a PodDisruptionBudget forbids it, and
 // answers as kube-apiserver does.
 func (h *Handler) evict(w http.ResponseWriter, r *http.Request, req *request) {
-	wo, err := dryRun(r.URL.Query()["dryRun"])
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := decodeObject(r)
+	wo, body, err := decodeWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -167,12 +167,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
-	wo, err := dryRun(r.URL.Query()["dryRun"])
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	obj, err := decodeObject(r)
+	wo, obj, err := decodeWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -254,12 +249,7 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 }
 
 func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
-	wo, err := dryRun(r.URL.Query()["dryRun"])
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	body, err := decodeObject(r)
+	wo, body, err := decodeWrite(r)
 	if err != nil {
 		writeError(w, err)
 		return
