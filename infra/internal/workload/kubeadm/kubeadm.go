@@ -207,7 +207,7 @@ func clusterConfiguration(s *store.Store, c Cluster) (*bootstrapv1.ClusterConfig
 	cc, _, err := kubeadmtypes.UnmarshalClusterConfiguration(data)
 	if err != nil {
 		// A person broke it; kubeadm's defaults still say what runs.
-		return initClusterConfiguration(c), nil //nolint:nilerr // the stored configuration only refines the defaults
+		return initClusterConfiguration(c), nil
 	}
 	return cc, nil
 }

@@ -251,7 +251,7 @@ func parseKubeadmConfig(file []byte) (*Bootstrap, bool, error) {
 	docs, err := yamlDocuments(file)
 	if err != nil {
 		// Not YAML: not the kubeadm configuration file.
-		return nil, false, nil //nolint:nilerr // other files may be anything
+		return nil, false, nil
 	}
 	b := &Bootstrap{}
 	found := false
