@@ -181,3 +181,14 @@ func callCtx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// pemOf encodes a certificate and its key as a kubeconfig holds them.
+func pemOf(t testing.TB, c tls.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	keyDER, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
