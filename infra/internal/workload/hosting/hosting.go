@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
@@ -93,6 +96,11 @@ type Cluster struct {
 	caPEM   []byte
 	lastTry time.Time
 	lastErr error
+
+	etcdMu      sync.Mutex
+	etcd        *etcd.Server
+	etcdLastTry time.Time
+	etcdLastErr error
 }
 
 // New returns Hosting with no cluster served.
@@ -121,6 +129,7 @@ func New(opts Options) (*Hosting, error) {
 	h.base, h.stop = context.WithCancel(context.Background())
 	handlerOpts := opts.Handler
 	handlerOpts.StoreFor = h.storeFor
+	handlerOpts.PortForward = h.portForward
 	if handlerOpts.Log.GetSink() == nil {
 		handlerOpts.Log = opts.Log
 	}
@@ -275,6 +284,7 @@ func (h *Hosting) Remove(key types.NamespacedName) {
 	}
 	c.cancel()
 	_ = c.listener.Close()
+	c.closeEtcd()
 	c.store.Close()
 	h.opts.Log.Info("Stopped serving the workload API", "cluster", key.String(), "endpoint", endpointString(c.endpoint))
 }
@@ -286,9 +296,8 @@ func (h *Hosting) Len() int {
 	return len(h.clusters)
 }
 
-// storeFor resolves a request to the store of the cluster whose listener
-// accepted it.
-func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
+// clusterOf resolves a request to the cluster whose listener accepted it.
+func (h *Hosting) clusterOf(r *http.Request) (*Cluster, error) {
 	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok {
 		return nil, errors.New("the request carries no local address")
@@ -302,6 +311,34 @@ func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
 	h.mu.Unlock()
 	if c == nil {
 		return nil, apierrors.NewServiceUnavailable("this cluster's workload API is being removed")
+	}
+	return c, nil
+}
+
+// portForward connects a pods/portforward stream as the kubelet would: the
+// only port anything listens on in a simulated node is an etcd member's
+// client port, which Cluster API's control plane provider checks.
+func (h *Hosting) portForward(r *http.Request, namespace, pod string, port int32) (net.Conn, error) {
+	c, err := h.clusterOf(r)
+	if err != nil {
+		return nil, err
+	}
+	if namespace != metav1.NamespaceSystem || !strings.HasPrefix(pod, etcd.PodPrefix) || port != etcdClientPort {
+		return nil, fmt.Errorf("nothing listens on port %d of Pod %s/%s: only etcd members' client port %d is simulated", port, namespace, pod, etcdClientPort)
+	}
+	server, err := c.etcdServer(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return server.Dial(r.Context(), pod)
+}
+
+// storeFor resolves a request to the store of the cluster whose listener
+// accepted it.
+func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
+	c, err := h.clusterOf(r)
+	if err != nil {
+		return nil, err
 	}
 	return c.store, nil
 }
@@ -357,6 +394,50 @@ func (c *Cluster) loadTLS(ctx context.Context) (*apiserver.ClusterTLS, error) {
 	}
 	c.tls, c.caPEM, c.lastErr = t, cert, nil
 	return t, nil
+}
+
+// etcdClientPort is where an etcd member serves clients (kubeadm's
+// listen-client-urls).
+const etcdClientPort = 2379
+
+// etcdServer returns the cluster's etcd, made on first use from its
+// `<cluster>-etcd` Secret, which the control plane provider writes with
+// the other cluster certificates.
+func (c *Cluster) etcdServer(ctx context.Context) (*etcd.Server, error) {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd != nil {
+		return c.etcd, nil
+	}
+	now := c.h.opts.Now()
+	if c.etcdLastErr != nil && now.Sub(c.etcdLastTry) < caRetry {
+		return nil, c.etcdLastErr
+	}
+	c.etcdLastTry = now
+	cert, key, err := c.readKeyPair(ctx, secret.EtcdCA)
+	if err != nil {
+		c.etcdLastErr = err
+		return nil, err
+	}
+	server, err := etcd.New(etcd.Options{
+		Store: c.store, CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
+		Log: c.h.opts.Log.WithValues("cluster", c.key.String()),
+	})
+	if err != nil {
+		c.etcdLastErr = fmt.Errorf("the etcd of cluster %s: %w", c.key, err)
+		return nil, c.etcdLastErr
+	}
+	c.etcd, c.etcdLastErr = server, nil
+	return server, nil
+}
+
+func (c *Cluster) closeEtcd() {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd != nil {
+		c.etcd.Close()
+		c.etcd = nil
+	}
 }
 
 // readKeyPair reads tls.crt and tls.key of the cluster's Secret of purpose.
