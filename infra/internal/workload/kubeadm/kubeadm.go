@@ -172,7 +172,7 @@ func Remove(ctx context.Context, s *store.Store, nodeName string) error {
 	if _, _, err := s.Delete(nodes, "", nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete Node %s: %w", nodeName, err)
 	}
-	if _, _, err := s.Delete(leases, "kube-node-lease", nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, _, err := s.Delete(leases, nodeLeaseNamespace, nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete the Lease of Node %s: %w", nodeName, err)
 	}
 	bound, _, err := s.List(pods, "", store.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName)})
