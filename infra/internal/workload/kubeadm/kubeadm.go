@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/blang/semver/v4"
@@ -92,13 +93,16 @@ var (
 )
 
 // Ensure makes the store hold what kubeadm init or join and the kubelet
-// would have made for the node and, for a control-plane node, the
-// cluster-wide objects kubeadm init makes. It only creates what is missing:
-// what exists is left as it is (a person's change to a Node condition or
-// label, KubeadmControlPlane's update of kubeadm-config), so it is
-// idempotent and rebuilds a store after a restart. The one exception is the
-// kube-proxy DaemonSet's status counts, which follow its Pods as the
-// DaemonSet controller's would.
+// would have made for the node and, for a control-plane node of a cluster
+// not yet initialized (no kubeadm-config), the cluster-wide objects kubeadm
+// init makes. It only creates what is missing: what exists is left as it is
+// (a person's change to a Node condition or label, KubeadmControlPlane's
+// update of kubeadm-config), so it is idempotent and rebuilds a store after
+// a restart; the node's own objects (Node, Lease, static Pods, kube-proxy
+// Pod) are made again when deleted, as the kubelet would. The one change to
+// an existing object is the kube-proxy DaemonSet's status counts, which
+// follow its Pods as the DaemonSet controller's would. Ensure may be called
+// concurrently for the nodes of one store.
 func Ensure(ctx context.Context, s *store.Store, c Cluster, n Node) error {
 	if n.Name == "" {
 		return errors.New("failed to ensure the kubeadm node: no node name")
@@ -109,11 +113,11 @@ func Ensure(ctx context.Context, s *store.Store, c Cluster, n Node) error {
 	}
 	now := time.Now()
 
-	node, err := ensure(s, nodes, nodeObject(n, now))
+	node, err := ensureNamed(s, nodes, "", n.Name, func() runtime.Object { return nodeObject(n, now) })
 	if err != nil {
 		return fmt.Errorf("failed to ensure Node %s: %w", n.Name, err)
 	}
-	if _, err := ensure(s, leases, leaseObject(node, now)); err != nil {
+	if _, err := ensureNamed(s, leases, nodeLeaseNamespace, n.Name, func() runtime.Object { return leaseObject(node, now) }); err != nil {
 		return fmt.Errorf("failed to ensure the Lease of Node %s: %w", n.Name, err)
 	}
 
@@ -122,21 +126,35 @@ func Ensure(ctx context.Context, s *store.Store, c Cluster, n Node) error {
 		if err != nil {
 			return fmt.Errorf("failed to ensure the cluster objects: %w", err)
 		}
-		cc, err := clusterConfiguration(s, c)
-		if err != nil {
-			return err
+		cm, err := s.Get(configMaps, metav1.NamespaceSystem, kubeadmConfigName)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to get the kubeadm-config ConfigMap: %w", err)
 		}
+		// Decoded only when something is to be made: most Ensures find all there.
+		cc := sync.OnceValue(func() *bootstrapv1.ClusterConfiguration { return clusterConfiguration(cm, c) })
+
 		// Static Pods run what the node's own kubeadm wrote, at its version.
-		for _, component := range staticPodComponents(cc) {
+		for _, component := range staticPodComponents {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := ensure(s, pods, staticPod(component, node, c, n, cc, v, now)); err != nil {
-				return fmt.Errorf("failed to ensure static Pod %s-%s: %w", component, n.Name, err)
+			podName := component + "-" + n.Name
+			if component == "etcd" {
+				if _, err := s.Get(pods, metav1.NamespaceSystem, podName); err == nil || !apierrors.IsNotFound(err) || !localEtcd(cc()) {
+					continue // there, unreadable (the next Ensure tells), or not kubeadm's to run
+				}
+			}
+			build := func() runtime.Object { return staticPod(component, node, c, n, cc(), v, now) }
+			if _, err := ensureNamed(s, pods, metav1.NamespaceSystem, podName, build); err != nil {
+				return fmt.Errorf("failed to ensure static Pod %s: %w", podName, err)
 			}
 		}
-		if err := ensureClusterObjects(ctx, s, c, cc, cv); err != nil {
-			return err
+		// kubeadm init makes the cluster-wide objects once; after that (as in
+		// a real cluster) what a person or a controller deletes stays deleted.
+		if cm == nil {
+			if err := ensureClusterObjects(ctx, s, c, cc(), cv); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -154,7 +172,7 @@ func Remove(ctx context.Context, s *store.Store, nodeName string) error {
 	if _, _, err := s.Delete(nodes, "", nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete Node %s: %w", nodeName, err)
 	}
-	if _, _, err := s.Delete(leases, "kube-node-lease", nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, _, err := s.Delete(leases, nodeLeaseNamespace, nodeName, store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete the Lease of Node %s: %w", nodeName, err)
 	}
 	bound, _, err := s.List(pods, "", store.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName)})
@@ -195,26 +213,22 @@ func ensureClusterObjects(ctx context.Context, s *store.Store, c Cluster, cc *bo
 // clusterConfiguration is the ClusterConfiguration of the cluster: the one
 // stored in kubeadm-config when there is one (KubeadmControlPlane may have
 // changed it since), otherwise the one kubeadm init uploads.
-func clusterConfiguration(s *store.Store, c Cluster) (*bootstrapv1.ClusterConfiguration, error) {
-	cm, err := s.Get(configMaps, metav1.NamespaceSystem, kubeadmConfigName)
-	switch {
-	case apierrors.IsNotFound(err):
-		return initClusterConfiguration(c), nil
-	case err != nil:
-		return nil, fmt.Errorf("failed to get the kubeadm-config ConfigMap: %w", err)
+func clusterConfiguration(kubeadmConfig *unstructured.Unstructured, c Cluster) *bootstrapv1.ClusterConfiguration {
+	if kubeadmConfig == nil {
+		return initClusterConfiguration(c)
 	}
-	data, _, _ := unstructured.NestedString(cm.Object, "data", clusterConfigurationKey)
+	data, _, _ := unstructured.NestedString(kubeadmConfig.Object, "data", clusterConfigurationKey)
 	cc, _, err := kubeadmtypes.UnmarshalClusterConfiguration(data)
 	if err != nil {
 		// A person broke it; kubeadm's defaults still say what runs.
-		return initClusterConfiguration(c), nil
+		return initClusterConfiguration(c)
 	}
-	return cc, nil
+	return cc
 }
 
 // ensureKubeProxyPod makes the node's kube-proxy Pod once the kube-proxy
 // DaemonSet exists (a worker Ensured before any control plane gets it on a
-// later Ensure), and brings the DaemonSet's status counts up to date.
+// later Ensure), and then brings the DaemonSet's status counts up to date.
 func ensureKubeProxyPod(s *store.Store, node *unstructured.Unstructured, n Node, v semver.Version, now time.Time) error {
 	ds, err := s.Get(daemonSets, metav1.NamespaceSystem, kubeProxyName)
 	if apierrors.IsNotFound(err) {
@@ -230,10 +244,13 @@ func ensureKubeProxyPod(s *store.Store, node *unstructured.Unstructured, n Node,
 	if err != nil {
 		return fmt.Errorf("failed to list the kube-proxy Pods of Node %s: %w", n.Name, err)
 	}
-	if len(existing) == 0 {
-		if _, err := ensure(s, pods, kubeProxyPod(ds, node, n, v, now)); err != nil {
-			return fmt.Errorf("failed to ensure the kube-proxy Pod of Node %s: %w", n.Name, err)
-		}
+	if len(existing) > 0 {
+		// Counted when it was made; not listing every kube-proxy Pod on each
+		// Ensure keeps a reconcile's cost independent of the cluster's size.
+		return nil
+	}
+	if _, err := ensure(s, pods, kubeProxyPod(ds, node, n, v, now)); err != nil {
+		return fmt.Errorf("failed to ensure the kube-proxy Pod of Node %s: %w", n.Name, err)
 	}
 	return updateKubeProxyStatus(s)
 }
@@ -304,16 +321,27 @@ func setMap(m map[string]any, k string, v any) map[string]any {
 // ensure creates obj unless an object of that name exists, and returns what
 // is stored.
 func ensure(s *store.Store, res store.Resource, obj runtime.Object) (*unstructured.Unstructured, error) {
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	m, err := metaOf(obj)
 	if err != nil {
-		return nil, fmt.Errorf("failed to convert to unstructured: %w", err)
+		return nil, err
 	}
-	u := &unstructured.Unstructured{Object: raw}
-	if got, err := s.Get(res, u.GetNamespace(), u.GetName()); err == nil {
+	return ensureNamed(s, res, m.GetNamespace(), m.GetName(), func() runtime.Object { return obj })
+}
+
+// ensureNamed is ensure building the object only when it is missing: what
+// most Ensures find exists, and building and converting costs more than
+// looking.
+func ensureNamed(s *store.Store, res store.Resource, namespace, name string, build func() runtime.Object) (*unstructured.Unstructured, error) {
+	if got, err := s.Get(res, namespace, name); err == nil {
 		return got, nil
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(build())
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert to unstructured: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: raw}
 	got, err := s.Create(res, u)
 	if apierrors.IsAlreadyExists(err) {
 		// Made concurrently since the Get.

@@ -2,7 +2,9 @@ package kubeadm
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blang/semver/v4"
@@ -216,8 +218,10 @@ func TestEnsureLeavesWhatExists(t *testing.T) {
 	// KubeadmControlPlane rewrites kubeadm-config on an upgrade, as its
 	// UpdateClusterConfiguration does.
 	updateKubeadmConfig(t, tc, "v1.37.0", func(cc *bootstrapv1.ClusterConfiguration) { cc.ImageRepository = "example.registry" })
-	// And deletes a static Pod (a kubelet would recreate it; Ensure does).
+	// A static Pod deleted comes back (the kubelet recreates mirror Pods);
+	// an addon deleted stays deleted (kubeadm init ran once).
 	g.Expect(tc.client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler-cp-0"}})).To(Succeed())
+	g.Expect(tc.client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"}})).To(Succeed())
 
 	mustEnsure(t, tc, c, controlPlaneNode("cp-0", "10.0.0.10"))
 	rv := tc.store.ResourceVersion()
@@ -230,6 +234,7 @@ func TestEnsureLeavesWhatExists(t *testing.T) {
 	g.Expect(conditionOf(*w, corev1.NodeReady)).To(Equal(corev1.ConditionFalse))
 	g.Expect(w.Labels).To(And(HaveKeyWithValue("by", "kubectl"), HaveKeyWithValue("node-role.kubernetes.io/worker", "")))
 	g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-scheduler-cp-0"}, &corev1.Pod{})).To(Succeed())
+	g.Expect(apierrors.IsNotFound(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, &appsv1.Deployment{}))).To(BeTrue())
 
 	cm := &corev1.ConfigMap{}
 	g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kubeadm-config"}, cm)).To(Succeed())
@@ -243,6 +248,44 @@ func TestEnsureLeavesWhatExists(t *testing.T) {
 	pod := &corev1.Pod{}
 	g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-apiserver-cp-1"}, pod)).To(Succeed())
 	g.Expect(pod.Spec.Containers[0].Image).To(Equal("example.registry/kube-apiserver:v1.36.3"))
+}
+
+// The inMemory backend reconciles machines concurrently: Ensures of one
+// cluster's nodes race for its cluster-wide objects and the DaemonSet status.
+func TestConcurrentEnsuresOfOneCluster(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t)
+	ctx := context.Background()
+	c := testClusterSpec(t)
+	nodes := []Node{controlPlaneNode("cp-0", "10.0.0.10"), controlPlaneNode("cp-1", "10.0.0.11"), controlPlaneNode("cp-2", "10.0.0.12")}
+	for i := range 5 {
+		nodes = append(nodes, workerNode(fmt.Sprintf("w-%d", i), fmt.Sprintf("10.0.1.%d", 10+i)))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(nodes))
+	for range 2 {
+		for _, n := range nodes {
+			wg.Go(func() { errs <- Ensure(ctx, tc.store, c, n) })
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	// Workers Ensured before the DaemonSet existed get their kube-proxy Pod now.
+	for _, n := range nodes {
+		mustEnsure(t, tc, c, n)
+	}
+	list := &corev1.NodeList{}
+	g.Expect(tc.client.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(len(nodes)))
+	ds := &appsv1.DaemonSet{}
+	g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, ds)).To(Succeed())
+	g.Expect(ds.Status.DesiredNumberScheduled).To(Equal(int32(len(nodes))))
+	etcdPods := &corev1.PodList{}
+	g.Expect(tc.client.List(ctx, etcdPods, client.InNamespace("kube-system"), client.MatchingLabels{"component": "etcd"})).To(Succeed())
+	g.Expect(etcdPods.Items).To(HaveLen(3))
 }
 
 func TestRemoveDeletesTheNodeAndItsPods(t *testing.T) {

@@ -158,13 +158,11 @@ func nodeOwner(node *unstructured.Unstructured, controller bool) metav1.OwnerRef
 }
 
 // staticPodComponents are the static Pods kubeadm writes on a control-plane
-// node: etcd only when the cluster's etcd is local.
-func staticPodComponents(cc *bootstrapv1.ClusterConfiguration) []string {
-	components := []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-	if len(cc.Etcd.External.Endpoints) == 0 {
-		components = append(components, "etcd")
-	}
-	return components
+// node; etcd only when the cluster's etcd is local.
+var staticPodComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+func localEtcd(cc *bootstrapv1.ClusterConfiguration) bool {
+	return len(cc.Etcd.External.Endpoints) == 0
 }
 
 // staticPod is the mirror Pod the kubelet makes for a kubeadm static Pod
