@@ -45,7 +45,8 @@ func (b *Backend) serveWorkload(ctx context.Context, spec backend.ClusterSpec) (
 	return backend.ClusterStatus{Endpoint: endpoint}, nil
 }
 
-// RegisterNode implements backend.NodeRegistrar: the node joins its
+// RegisterNode implements backend.NodeRegistrar: the node (named after
+// its machine, the hostname EnsureNode reports) joins its
 // cluster's workload API as kubeadm and the kubelet would have made it
 // join, configured as its kubeadm bootstrap data says.
 func (b *Backend) RegisterNode(ctx context.Context, spec backend.NodeSpec, node backend.Node, data func(context.Context) (backend.BootstrapData, error)) (bool, error) {
@@ -81,7 +82,7 @@ func (b *Backend) RegisterNode(ctx context.Context, spec backend.NodeSpec, node 
 		CACertPEM:            ca,
 	}
 	n := kubeadm.Node{
-		Name:           nodeName(spec.Machine, node),
+		Name:           spec.Machine.Name,
 		ProviderID:     node.ProviderID,
 		KubeletVersion: spec.Version,
 		ControlPlane:   spec.ControlPlane,
@@ -153,17 +154,6 @@ func (b *Backend) unregisterNode(ctx context.Context, m backend.MachineRef) erro
 		return fmt.Errorf("failed to remove node %s from the workload API: %w", m.Name, err)
 	}
 	return nil
-}
-
-// nodeName is the name the node registers under: its hostname, which the
-// kubelet uses by default.
-func nodeName(m backend.MachineRef, node backend.Node) string {
-	for _, a := range node.Addresses {
-		if a.Type == clusterv1.MachineHostName && a.Address != "" {
-			return a.Address
-		}
-	}
-	return m.Name
 }
 
 // describeBootstrap names what the bootstrap data would run, for the

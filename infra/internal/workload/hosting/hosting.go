@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -323,14 +324,48 @@ func (h *Hosting) portForward(r *http.Request, namespace, pod string, port int32
 	if err != nil {
 		return nil, err
 	}
-	if namespace != metav1.NamespaceSystem || !strings.HasPrefix(pod, etcd.PodPrefix) || port != etcdClientPort {
-		return nil, fmt.Errorf("nothing listens on port %d of Pod %s/%s: only etcd members' client port %d is simulated", port, namespace, pod, etcdClientPort)
+	switch {
+	case namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == etcdClientPort:
+		server, err := c.etcdServer(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		return server.Dial(r.Context(), pod)
+	case namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, kubeAPIServerPodPrefix):
+		return c.kubeAPIServerHandshake(r.Context())
+	default:
+		return nil, fmt.Errorf("nothing listens on port %d of Pod %s/%s: only etcd members' client port %d and kube-apiserver's TLS handshake are simulated",
+			port, namespace, pod, etcdClientPort)
 	}
-	server, err := c.etcdServer(r.Context())
+}
+
+// kubeAPIServerPodPrefix names kubeadm's kube-apiserver static Pods.
+const kubeAPIServerPodPrefix = "kube-apiserver-"
+
+// handshakeTimeout bounds a connection to a simulated kube-apiserver Pod.
+const handshakeTimeout = 30 * time.Second
+
+// kubeAPIServerHandshake answers a port-forward to a kube-apiserver Pod
+// with the TLS handshake of the cluster's serving certificate: Cluster
+// API's control plane provider connects so to read the certificate's
+// expiry, and sends nothing after it.
+func (c *Cluster) kubeAPIServerHandshake(ctx context.Context) (net.Conn, error) {
+	t, err := c.loadTLS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return server.Dial(r.Context(), pod)
+	client, server := net.Pipe()
+	go func() {
+		conn := tls.Server(server, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{t.Certificate}})
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+		if err := conn.Handshake(); err != nil {
+			return
+		}
+		// Nothing is served on it: wait for the client to close.
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	return client, nil
 }
 
 // storeFor resolves a request to the store of the cluster whose listener
