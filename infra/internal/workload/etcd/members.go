@@ -72,8 +72,9 @@ type view struct {
 	revision uint64
 }
 
-// memberID is the stable, nonzero ID of the member on node.
-func memberID(node string) uint64 {
+// MemberID is the ID of the etcd member on the node: stable (a hash of the
+// node's name) and nonzero.
+func MemberID(node string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(node))
 	if id := h.Sum64(); id != 0 {
@@ -136,7 +137,7 @@ func memberOf(s *store.Store, pod *unstructured.Unstructured) (*member, error) {
 		node = strings.TrimPrefix(pod.GetName(), PodPrefix)
 	}
 	m := &member{
-		id:      memberID(node),
+		id:      MemberID(node),
 		name:    node,
 		pod:     pod.GetName(),
 		created: pod.GetCreationTimestamp().Time,
