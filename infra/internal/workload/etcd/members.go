@@ -37,8 +37,10 @@ const (
 	// URL on an etcd pod; when set it is the member's client URL.
 	AnnotationAdvertiseClientURLs = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
 
-	clientPort = 2379
-	peerPort   = 2380
+	// ClientPort is the port of a member's client URL, the one
+	// KubeadmControlPlane port-forwards to; PeerPort its peer URL's.
+	ClientPort = 2379
+	PeerPort   = 2380
 	// firstTerm is the raft term of a cluster's first leader: etcd's first
 	// election ends in term 2.
 	firstTerm = 2
@@ -156,8 +158,8 @@ func memberOf(s *store.Store, pod *unstructured.Unstructured) (*member, error) {
 		m.ip = ip
 	}
 	if m.ip != "" {
-		m.peerURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(peerPort))}
-		m.clientURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(clientPort))}
+		m.peerURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(PeerPort))}
+		m.clientURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(ClientPort))}
 	}
 	if urls := ann[AnnotationAdvertiseClientURLs]; urls != "" {
 		m.clientURLs = strings.Split(urls, ",")

@@ -75,7 +75,7 @@ func startWorkload(t *testing.T) *workload {
 			w.mu.Lock()
 			w.upgrades = append(w.upgrades, strings.ToLower(r.Header.Get("Upgrade")))
 			w.mu.Unlock()
-			if namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == 2379 {
+			if namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == etcd.ClientPort {
 				return etcdSrv.Dial(r.Context(), pod)
 			}
 			return nil, errors.New("connection refused")
