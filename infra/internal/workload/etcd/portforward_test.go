@@ -111,13 +111,15 @@ func (w *workload) kcpDialer(t *testing.T, via string, port int) func(ctx contex
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport, upgrader, err := spdy.RoundTripperFor(w.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return func(ctx context.Context, pod string) (net.Conn, error) {
 		url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(metav1.NamespaceSystem).
 			Name(pod).SubResource("portforward").URL()
+		// A SPDY round tripper holds the connection it made: one per dial
+		// (the etcd client may dial concurrently).
+		transport, upgrader, err := spdy.RoundTripperFor(w.cfg)
+		if err != nil {
+			return nil, err
+		}
 		var dialer oldhttpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
 		if via == "websocket" {
 			ws, err := portforward.NewSPDYOverWebsocketDialer(url, w.cfg)
