@@ -57,6 +57,9 @@ func (h *Handler) portForward(w http.ResponseWriter, r *http.Request, req *reque
 		pairs: map[string]*streamPair{}, ready: make(chan struct{}),
 	}
 	var conn httpstream.Connection
+	// Streams that came in before a failure wait for ready, then find no
+	// connection to leave.
+	defer f.upgraded()
 	if gwebsocket.IsWebSocketUpgrade(r) {
 		conn = f.upgradeWebsocket(w, r)
 	} else {
@@ -68,8 +71,10 @@ func (h *Handler) portForward(w http.ResponseWriter, r *http.Request, req *reque
 	if conn == nil {
 		return // the upgrader answered
 	}
+	f.mu.Lock()
 	f.conn = conn
-	close(f.ready)
+	f.mu.Unlock()
+	f.upgraded()
 	conn.SetIdleTimeout(portForwardIdleTimeout)
 	h.opts.Log.V(4).Info("Port-forwarding", "pod", req.namespace+"/"+req.name)
 	// The connection lives as long as this handler: the request's context
@@ -121,12 +126,15 @@ type forwarder struct {
 	r         *http.Request
 	namespace string
 	pod       string
-	conn      httpstream.Connection
-	ready     chan struct{} // closed once conn is set
+	ready     chan struct{} // closed once the upgrade is over
+	readyOnce sync.Once
 
 	mu    sync.Mutex
+	conn  httpstream.Connection // nil when the upgrade failed
 	pairs map[string]*streamPair
 }
+
+func (f *forwarder) upgraded() { f.readyOnce.Do(func() { close(f.ready) }) }
 
 // streamPair is the error and data streams of one forwarded connection.
 type streamPair struct {
@@ -202,8 +210,14 @@ func (f *forwarder) abandon(p *streamPair) {
 // the error stream.
 func (f *forwarder) forward(p *streamPair) {
 	defer func() {
+		// Once the pair is done, the connection forgets its streams.
 		<-f.ready
-		f.conn.RemoveStreams(p.errs, p.data)
+		f.mu.Lock()
+		conn := f.conn
+		f.mu.Unlock()
+		if conn != nil {
+			conn.RemoveStreams(p.errs, p.data)
+		}
 	}()
 	target, err := f.h.opts.PortForward(f.r, f.namespace, f.pod, p.port)
 	if err != nil {

@@ -37,8 +37,10 @@ const (
 	// URL on an etcd pod; when set it is the member's client URL.
 	AnnotationAdvertiseClientURLs = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
 
-	clientPort = 2379
-	peerPort   = 2380
+	// ClientPort is the port of a member's client URL, the one
+	// KubeadmControlPlane port-forwards to; PeerPort its peer URL's.
+	ClientPort = 2379
+	PeerPort   = 2380
 	// firstTerm is the raft term of a cluster's first leader: etcd's first
 	// election ends in term 2.
 	firstTerm = 2
@@ -72,8 +74,9 @@ type view struct {
 	revision uint64
 }
 
-// memberID is the stable, nonzero ID of the member on node.
-func memberID(node string) uint64 {
+// MemberID is the ID of the etcd member on the node: stable (a hash of the
+// node's name) and nonzero.
+func MemberID(node string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(node))
 	if id := h.Sum64(); id != 0 {
@@ -136,7 +139,7 @@ func memberOf(s *store.Store, pod *unstructured.Unstructured) (*member, error) {
 		node = strings.TrimPrefix(pod.GetName(), PodPrefix)
 	}
 	m := &member{
-		id:      memberID(node),
+		id:      MemberID(node),
 		name:    node,
 		pod:     pod.GetName(),
 		created: pod.GetCreationTimestamp().Time,
@@ -155,8 +158,8 @@ func memberOf(s *store.Store, pod *unstructured.Unstructured) (*member, error) {
 		m.ip = ip
 	}
 	if m.ip != "" {
-		m.peerURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(peerPort))}
-		m.clientURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(clientPort))}
+		m.peerURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(PeerPort))}
+		m.clientURLs = []string{"https://" + net.JoinHostPort(m.ip, strconv.Itoa(ClientPort))}
 	}
 	if urls := ann[AnnotationAdvertiseClientURLs]; urls != "" {
 		m.clientURLs = strings.Split(urls, ",")

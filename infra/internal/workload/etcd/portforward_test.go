@@ -75,7 +75,7 @@ func startWorkload(t *testing.T) *workload {
 			w.mu.Lock()
 			w.upgrades = append(w.upgrades, strings.ToLower(r.Header.Get("Upgrade")))
 			w.mu.Unlock()
-			if namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == 2379 {
+			if namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == etcd.ClientPort {
 				return etcdSrv.Dial(r.Context(), pod)
 			}
 			return nil, errors.New("connection refused")
@@ -111,13 +111,15 @@ func (w *workload) kcpDialer(t *testing.T, via string, port int) func(ctx contex
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport, upgrader, err := spdy.RoundTripperFor(w.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return func(ctx context.Context, pod string) (net.Conn, error) {
 		url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(metav1.NamespaceSystem).
 			Name(pod).SubResource("portforward").URL()
+		// A SPDY round tripper holds the connection it made: one per dial
+		// (the etcd client may dial concurrently).
+		transport, upgrader, err := spdy.RoundTripperFor(w.cfg)
+		if err != nil {
+			return nil, err
+		}
 		var dialer oldhttpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
 		if via == "websocket" {
 			ws, err := portforward.NewSPDYOverWebsocketDialer(url, w.cfg)

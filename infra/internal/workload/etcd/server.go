@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultVersion is the etcd version Status reports unless Options say
-// otherwise: the one kubeadm v1.36 runs.
+// otherwise: a 3.6 release, the minor recent kubeadm versions run.
 const DefaultVersion = "3.6.6"
 
 // ErrNoMember is what Dial answers for a pod that hosts no running member:
