@@ -128,7 +128,7 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 	./hack/docker-test-images/build.sh
 
 .PHONY: test
-test: envtest-assets capi-managers docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
+test: envtest-assets capi-managers clusterctl docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 # FUZZTIME is how long `make fuzz` runs each fuzz target; `make test` runs

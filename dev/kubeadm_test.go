@@ -2,8 +2,12 @@ package dev_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +85,8 @@ spec:
 // yet, so KCP goes no further than that first machine.)
 func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	g := NewWithT(t)
-	r := startBinary(t, g, t.TempDir(), "--quiet")
+	dir := t.TempDir()
+	r := startBinary(t, g, dir)
 	ctx := t.Context()
 	c := r.client
 
@@ -185,7 +190,33 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
 	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
 
+	// dev says how to reach the cluster, and that works as printed: the
+	// pinned clusterctl writes the kubeconfig, the real kubectl lists the
+	// node Ready, from the host, with no port-forward.
+	g.Eventually(r.stderr.String).WithTimeout(provisionTimeout).Should(
+		MatchRegexp(`Cluster default/kcp is up, its API server on https://127\.0\.0\.1:2\d{4}:\n  clusterctl get kubeconfig kcp -n default > kcp\.kubeconfig && kubectl --kubeconfig kcp\.kubeconfig get nodes`))
+	clusterctl := os.Getenv("CLUSTERCTL")
+	g.Expect(clusterctl).NotTo(BeEmpty(), "CLUSTERCTL names the clusterctl `make clusterctl` built (make test sets it)")
+	out, err := exec.CommandContext(ctx, clusterctl, "get", "kubeconfig", "kcp", "-n", "default", "--kubeconfig", r.kubeconfig).Output()
+	g.Expect(err).NotTo(HaveOccurred(), "clusterctl get kubeconfig: %s", stderrOf(err))
+	workloadKubeconfig := filepath.Join(dir, "kcp.kubeconfig")
+	g.Expect(os.WriteFile(workloadKubeconfig, out, 0o600)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", workloadKubeconfig, "get", "nodes", "--no-headers").Output()
+		g.Expect(err).NotTo(HaveOccurred(), "kubectl get nodes: %s", stderrOf(err))
+		g.Expect(string(out)).To(MatchRegexp(`(?m)^kcp-\S+\s+Ready\s+control-plane\s+\S+\s+v1\.36\.3$`))
+	}).WithTimeout(provisionTimeout).Should(Succeed())
+
 	r.interrupt(t, g)
+}
+
+// stderrOf is what a failed command printed on stderr.
+func stderrOf(err error) string {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(exit.Stderr)
+	}
+	return ""
 }
 
 // decodeAll reads a multi-document YAML into objects to create.
