@@ -25,6 +25,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/dev/capimanager"
@@ -124,7 +126,8 @@ type Environment struct {
 	// Config is the admin config of the apiserver.
 	Config *rest.Config
 	// Client is an uncached client with the manager's scheme plus Cluster
-	// API's and apiextensions' types.
+	// API's (kubeadm bootstrap and control plane included) and
+	// apiextensions' types.
 	Client client.Client
 	// Scheme is Client's scheme.
 	Scheme *runtime.Scheme
@@ -504,7 +507,8 @@ func newScheme(enabled []modules.Module) (*runtime.Scheme, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, runtimev1.AddToScheme} {
+	// The kubeadm providers' kinds too: dev runs their managers.
+	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, runtimev1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("failed to build the scheme: %w", err)
 		}
