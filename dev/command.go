@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capi-monolith/capi-monolith/dev/access"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/manager"
@@ -186,6 +187,10 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	display.Printf("%s", nextSteps(env))
 	// The kubeconfig path is what scripts wait for: always on stdout.
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", env.KubeconfigPath)
+
+	announceCtx, stopAnnouncing := context.WithCancel(ctx)
+	defer stopAnnouncing()
+	go access.Announce(announceCtx, access.Options{Client: env.Client, Printf: display.Printf})
 
 	go func() {
 		select {

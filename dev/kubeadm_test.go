@@ -168,6 +168,23 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
 	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
 
+	// The node registers in the cluster's workload API as kubeadm init
+	// would make it: core links the Machine to its Node, and the control
+	// plane provider finds its static Pods and etcd member healthy.
+	g.Eventually(func(g Gomega) {
+		got := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(machine), got)).To(Succeed())
+		g.Expect(got.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", got.Name)
+		g.Expect(got.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kcp"}, kcp)).To(Succeed())
+		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneAvailableCondition)).To(BeTrue(), "KCP Available: %v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneAvailableCondition))
+		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(), "KCP EtcdClusterHealthy: %v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
+		cluster := &clusterv1.Cluster{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kcp"}, cluster)).To(Succeed())
+		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
+	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+
 	r.interrupt(t, g)
 }
 

@@ -9,8 +9,10 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -19,6 +21,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/reconcilers/machine"
 	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
 	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
@@ -59,7 +62,11 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 		return err
 	}
 	dockerOpts.ManagementCluster = identity
-	backends := backendset.New(ctx, backendset.Options{Docker: dockerOpts})
+	workload, err := m.workloadHosting(mgr)
+	if err != nil {
+		return err
+	}
+	backends := backendset.New(ctx, backendset.Options{Docker: dockerOpts, Workload: workload})
 	bootstraps := tasks.New(context.Background())
 	if err := mgr.Add(bootstraps); err != nil {
 		return fmt.Errorf("failed to add the bootstrap task manager: %w", err)
@@ -80,4 +87,33 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 	}
 	machines.Provide(shared, &machines.Services{Backends: backends, Tasks: bootstraps, Controller: machines.NewController(r)})
 	return nil
+}
+
+// workloadHosting builds what serves the inMemory clusters' workload API,
+// one listener per cluster, closed when the manager stops.
+func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
+	h, err := hosting.New(hosting.Options{
+		Address: m.opts.InMemoryWorkloadAddress,
+		Ports:   m.opts.InMemoryWorkloadPorts,
+		Secrets: mgr.GetAPIReader(),
+		Endpoints: func(ctx context.Context) ([]clusterv1.APIEndpoint, error) {
+			list := &v1alpha1.MonolithClusterList{}
+			if err := mgr.GetClient().List(ctx, list); err != nil {
+				return nil, err
+			}
+			endpoints := make([]clusterv1.APIEndpoint, 0, len(list.Items))
+			for _, mc := range list.Items {
+				endpoints = append(endpoints, mc.Spec.ControlPlaneEndpoint)
+			}
+			return endpoints, nil
+		},
+		Log: mgr.GetLogger().WithName("workload-api"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to set up the inMemory workload API: %w", err)
+	}
+	if err := mgr.Add(h); err != nil {
+		return nil, fmt.Errorf("failed to add the inMemory workload API: %w", err)
+	}
+	return h, nil
 }

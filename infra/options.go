@@ -1,9 +1,13 @@
 package infra
 
 import (
+	"fmt"
+	"net/netip"
+
 	"github.com/spf13/pflag"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/docker"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
 )
 
 // Options are the infra module's settings. They configure the machine
@@ -23,6 +27,12 @@ type Options struct {
 	// (docker.Options.ManagementCluster). Empty: the UID of the management
 	// cluster's kube-system namespace, read at start-up.
 	DockerManagementCluster string
+	// InMemoryWorkloadAddress is the IP address the inMemory clusters'
+	// workload API listeners are opened on, and their endpoints' host.
+	InMemoryWorkloadAddress netip.Addr
+	// InMemoryWorkloadPorts are the ports those listeners take, one per
+	// cluster.
+	InMemoryWorkloadPorts hosting.PortRange
 }
 
 // DefaultOptions returns the options the flags default to.
@@ -30,8 +40,14 @@ func DefaultOptions() Options {
 	return Options{
 		DockerNodeImageRepository: docker.DefaultNodeImageRepository,
 		DockerLoadBalancerHostIP:  docker.DefaultLoadBalancerHostIP,
+		InMemoryWorkloadAddress:   DefaultInMemoryWorkloadAddress,
+		InMemoryWorkloadPorts:     hosting.DefaultPortRange,
 	}
 }
+
+// DefaultInMemoryWorkloadAddress is loopback: a workload API is reachable
+// from this machine only unless a flag says otherwise.
+var DefaultInMemoryWorkloadAddress = netip.MustParseAddr("127.0.0.1")
 
 // BindFlags binds o to fs; o's values are the flags' defaults.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
@@ -44,7 +60,57 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(managementClusterFlag{&o.DockerManagementCluster}, "docker-management-cluster",
 		"Identity of this management cluster on the Docker Engine (at most 63 characters of [A-Za-z0-9_.-]): the docker backend labels its containers and networks "+
 			docker.LabelManagementCluster+"=<identity> and finds, adopts and deletes only those. Empty: the UID of the kube-system namespace.")
+	fs.Var(workloadAddressFlag{&o.InMemoryWorkloadAddress}, "inmemory-workload-address",
+		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (not 0.0.0.0).")
+	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
+		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
 }
+
+// workloadAddressFlag rejects an address clients cannot dial when the
+// flags are parsed.
+type workloadAddressFlag struct{ v *netip.Addr }
+
+func (f workloadAddressFlag) String() string {
+	if f.v == nil || !f.v.IsValid() {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f workloadAddressFlag) Set(s string) error {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an IP address", s)
+	}
+	if a.IsUnspecified() {
+		return fmt.Errorf("%s is not an address clients can dial: name the interface's own address", s)
+	}
+	*f.v = a
+	return nil
+}
+
+func (workloadAddressFlag) Type() string { return "ip" }
+
+// portRangeFlag parses FIRST-LAST.
+type portRangeFlag struct{ v *hosting.PortRange }
+
+func (f portRangeFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f portRangeFlag) Set(s string) error {
+	r, err := hosting.ParsePortRange(s)
+	if err != nil {
+		return err
+	}
+	*f.v = r
+	return nil
+}
+
+func (portRangeFlag) Type() string { return "ports" }
 
 // managementClusterFlag rejects a bad identity when the flags are parsed.
 type managementClusterFlag struct{ v *string }

@@ -75,6 +75,17 @@ type NodeSpec struct {
 	FailureDomainAttributes map[string]string
 	// StaticAddresses came from IP pools; the node uses them, in order.
 	StaticAddresses []StaticAddress
+	// Workload is what the node's workload cluster is, for backends that
+	// register nodes in a workload API of their own (NodeRegistrar).
+	Workload WorkloadSpec
+}
+
+// WorkloadSpec describes the workload cluster a node joins.
+type WorkloadSpec struct {
+	// Endpoint is the cluster's control plane endpoint.
+	Endpoint clusterv1.APIEndpoint
+	// Network is the Cluster's spec.clusterNetwork.
+	Network clusterv1.ClusterNetwork
 }
 
 // Node is what a backend reports of a node.
@@ -129,6 +140,22 @@ type Machine interface {
 	Bootstrap(ctx context.Context, machine MachineRef, data BootstrapData, progress Progress) error
 	// DeleteNode removes the node.
 	DeleteNode(ctx context.Context, machine MachineRef) error
+}
+
+// NodeRegistrar is implemented by backends that serve their clusters'
+// workload API themselves (inMemory): there is no kubelet to register the
+// node, so the backend does what kubeadm and the kubelet would have done
+// in the workload cluster once the bootstrap data ran.
+type NodeRegistrar interface {
+	// RegisterNode makes the node's workload objects exist (its Node, and
+	// a control plane node's static Pods). Idempotent: the controller calls
+	// it on every reconcile of a bootstrapped machine, which also makes
+	// them again after a restart; what exists is left as it is. It
+	// reports false when the backend serves no workload API for the
+	// node's cluster and registered nothing.
+	// data reads the machine's bootstrap data, which says how kubeadm
+	// would have configured the node; the backend reads it once per node.
+	RegisterNode(ctx context.Context, spec NodeSpec, node Node, data func(context.Context) (BootstrapData, error)) (bool, error)
 }
 
 // Backend is a complete backend.

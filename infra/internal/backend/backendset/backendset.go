@@ -12,11 +12,14 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/docker"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
 )
 
 // Options configure the backends; the zero value gives every default.
 type Options struct {
 	Docker docker.Options
+	// Workload serves the inMemory clusters' workload API; nil for none.
+	Workload *hosting.Hosting
 }
 
 // New returns the backends: inMemory always, docker unless its client
@@ -24,7 +27,7 @@ type Options struct {
 // fail, saying why in their conditions). The docker backend connects on
 // first use.
 func New(ctx context.Context, opts Options) backend.Set {
-	set := backend.Set{InMemory: inmemory.New(inmemory.Options{})}
+	set := backend.Set{InMemory: inmemory.New(inmemory.Options{Workload: opts.Workload})}
 	d, err := docker.New(opts.Docker)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "The docker backend is unavailable")

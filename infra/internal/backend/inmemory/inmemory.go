@@ -25,20 +25,27 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/kubeadm"
 )
 
 // APIServerPort is the port of the simulated control plane endpoint.
 const APIServerPort = 6443
 
-// Options configure the backend. The zero value uses the system clock.
+// Options configure the backend. The zero value uses the system clock and
+// serves no workload API.
 type Options struct {
 	// Now replaces time.Now, for tests.
 	Now func() time.Time
+	// Workload serves the clusters' workload API. Nil: clusters get a
+	// simulated endpoint that nothing answers, and nodes register nowhere.
+	Workload *hosting.Hosting
 }
 
 // Backend is the in-memory backend; safe for concurrent use.
 type Backend struct {
-	now func() time.Time
+	now      func() time.Time
+	workload *hosting.Hosting
 
 	mu sync.Mutex
 	// created remembers when each node was first asked for, to simulate
@@ -53,6 +60,10 @@ type Backend struct {
 	// addrs holds each cluster's hash-derived node addresses, so that two
 	// nodes whose hashes collide still get distinct addresses.
 	addrs map[backend.ClusterRef]map[netip.Addr]string
+	// bootstraps are what the nodes' bootstrap data said (nil: not
+	// kubeadm), read when it ran or, after a restart, when the node is
+	// registered again.
+	bootstraps map[backend.MachineRef]*kubeadm.Bootstrap
 }
 
 var _ backend.Backend = &Backend{}
@@ -64,10 +75,12 @@ func New(opts Options) *Backend {
 	}
 	return &Backend{
 		now:             opts.Now,
+		workload:        opts.Workload,
 		created:         map[backend.MachineRef]time.Time{},
 		bootstrapDelays: map[backend.MachineRef]time.Duration{},
 		zones:           map[backend.MachineRef]string{},
 		addrs:           map[backend.ClusterRef]map[netip.Addr]string{},
+		bootstraps:      map[backend.MachineRef]*kubeadm.Bootstrap{},
 	}
 }
 
@@ -90,9 +103,13 @@ func nodeCIDR(spec string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// ReconcileCluster implements backend.Cluster: the simulated load balancer
+// ReconcileCluster implements backend.Cluster: with a workload API, the
+// cluster's endpoint is its listener; without, the simulated load balancer
 // answers at the first address of the node CIDR.
-func (b *Backend) ReconcileCluster(_ context.Context, spec backend.ClusterSpec) (backend.ClusterStatus, error) {
+func (b *Backend) ReconcileCluster(ctx context.Context, spec backend.ClusterSpec) (backend.ClusterStatus, error) {
+	if b.workload != nil {
+		return b.serveWorkload(ctx, spec)
+	}
 	if spec.Endpoint.Host != "" {
 		return backend.ClusterStatus{Endpoint: spec.Endpoint}, nil
 	}
@@ -109,6 +126,9 @@ func (b *Backend) ReconcileCluster(_ context.Context, spec backend.ClusterSpec) 
 
 // DeleteCluster implements backend.Cluster.
 func (b *Backend) DeleteCluster(_ context.Context, cluster backend.ClusterRef) error {
+	if b.workload != nil {
+		b.workload.Remove(clusterKey(cluster))
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.addrs, cluster)
@@ -116,6 +136,8 @@ func (b *Backend) DeleteCluster(_ context.Context, cluster backend.ClusterRef) e
 		if m.Cluster == cluster {
 			delete(b.created, m)
 			delete(b.zones, m)
+			delete(b.bootstrapDelays, m)
+			delete(b.bootstraps, m)
 		}
 	}
 	return nil
@@ -245,7 +267,11 @@ func (b *Backend) Bootstrap(ctx context.Context, m backend.MachineRef, data back
 	b.mu.Lock()
 	delay := b.bootstrapDelays[m]
 	b.mu.Unlock()
-	progress(fmt.Sprintf("Running bootstrap data (simulated, %s)", delay))
+	boot := parseBootstrap(data)
+	b.mu.Lock()
+	b.bootstraps[m] = boot
+	b.mu.Unlock()
+	progress(fmt.Sprintf("Running %s (simulated, %s)", describeBootstrap(boot), delay))
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	select {
@@ -256,13 +282,18 @@ func (b *Backend) Bootstrap(ctx context.Context, m backend.MachineRef, data back
 	}
 }
 
-// DeleteNode implements backend.Machine.
-func (b *Backend) DeleteNode(_ context.Context, m backend.MachineRef) error {
+// DeleteNode implements backend.Machine: the node leaves the workload
+// cluster too.
+func (b *Backend) DeleteNode(ctx context.Context, m backend.MachineRef) error {
+	if err := b.unregisterNode(ctx, m); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.created, m)
 	delete(b.bootstrapDelays, m)
 	delete(b.zones, m)
+	delete(b.bootstraps, m)
 	for a, owner := range b.addrs[m.Cluster] {
 		if owner == m.Name {
 			delete(b.addrs[m.Cluster], a)

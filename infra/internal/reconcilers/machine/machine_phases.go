@@ -74,7 +74,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	}
 	ref := machineRef(mm)
 	failureDomain := machineFailureDomain(mm, facts)
-	node, err := b.EnsureNode(ctx, backend.NodeSpec{
+	spec := backend.NodeSpec{
 		Machine:                 ref,
 		Cluster:                 mc.Spec.Backend,
 		Backend:                 mm.Spec.Backend,
@@ -83,7 +83,12 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 		FailureDomain:           failureDomain,
 		FailureDomainAttributes: failureDomainAttributes(mc, failureDomain),
 		StaticAddresses:         static,
-	})
+		Workload: backend.WorkloadSpec{
+			Endpoint: mc.Spec.ControlPlaneEndpoint,
+			Network:  s.Cluster.Spec.ClusterNetwork,
+		},
+	}
+	node, err := b.EnsureNode(ctx, spec)
 	if err != nil {
 		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, fmt.Errorf("failed to provision the node: %w", err)
@@ -104,6 +109,12 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	})
 	if err != nil || !conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
 		return res, err
+	}
+	if registrar, ok := b.(backend.NodeRegistrar); ok {
+		data := func(ctx context.Context) (backend.BootstrapData, error) {
+			return bootstrap.Data(ctx, r.Client, mm.Namespace, *facts.BootstrapDataSecret)
+		}
+		return ctrl.Result{}, registerNode(ctx, mm, registrar, spec, node, data)
 	}
 	return r.reconcileWorkloadNode(ctx, mm, s.Cluster)
 }

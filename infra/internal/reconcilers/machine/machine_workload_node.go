@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
 const (
@@ -89,6 +90,22 @@ func (r *Reconciler) reconcileWorkloadNode(ctx context.Context, mm *v1alpha1.Mon
 	}
 	setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue, v1alpha1.SetReason, "")
 	return ctrl.Result{}, nil
+}
+
+// registerNode has a backend that serves the workload API itself register
+// the node there, as kubeadm and the kubelet would have; on every
+// reconcile, so that a restarted process registers it again.
+func registerNode(ctx context.Context, mm *v1alpha1.MonolithMachine, registrar backend.NodeRegistrar, spec backend.NodeSpec, node backend.Node,
+	data func(context.Context) (backend.BootstrapData, error)) error {
+	registered, err := registrar.RegisterNode(ctx, spec, node, data)
+	if err != nil {
+		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason, err.Error())
+		return err
+	}
+	if registered {
+		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue, v1alpha1.SetReason, "")
+	}
+	return nil
 }
 
 // setNodeProviderID patches only spec.providerID, so that nothing the

@@ -23,6 +23,9 @@ type resource struct {
 	status bool
 	// eviction says the resource has the eviction subresource (pods).
 	eviction bool
+	// portForward says the resource has the portforward subresource
+	// (pods), served when Options.PortForward is set.
+	portForward bool
 }
 
 func (r *resource) gvk() schema.GroupVersionKind { return r.gv.WithKind(r.kind) }
@@ -49,7 +52,7 @@ var (
 var resources = []*resource{
 	{gv: coreV1, name: "namespaces", singular: "namespace", kind: "Namespace", shortNames: []string{"ns"}, status: true},
 	{gv: coreV1, name: "nodes", singular: "node", kind: "Node", shortNames: []string{"no"}, status: true},
-	{gv: coreV1, name: "pods", singular: "pod", kind: "Pod", namespaced: true, shortNames: []string{"po"}, categories: []string{"all"}, status: true, eviction: true},
+	{gv: coreV1, name: "pods", singular: "pod", kind: "Pod", namespaced: true, shortNames: []string{"po"}, categories: []string{"all"}, status: true, eviction: true, portForward: true},
 	{gv: coreV1, name: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, shortNames: []string{"cm"}},
 	{gv: coreV1, name: "secrets", singular: "secret", kind: "Secret", namespaced: true},
 	{gv: coreV1, name: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, shortNames: []string{"sa"}},

@@ -1,9 +1,11 @@
 package apiserver
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -34,6 +36,11 @@ type Options struct {
 	// Log receives the requests answered with a server error (5xx), and at
 	// V(4) every request. Default: discard.
 	Log logr.Logger
+	// PortForward connects pods/portforward streams to a pod's port (what
+	// the kubelet does); kubectl port-forward, client-go's
+	// tools/portforward and Cluster API's KubeadmControlPlane (its etcd
+	// client) use it. Nil: pods/portforward is not served (404).
+	PortForward PortForwardFunc
 }
 
 // Handler serves the Kubernetes API of the clusters StoreFor resolves.
@@ -113,6 +120,11 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// Hijack hands over the connection for pods/portforward's upgrades.
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.ResponseWriter).Hijack()
 }
 
 func (s *statusRecorder) Flush() {
@@ -199,13 +211,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	req, err := parseResourcePath(gv, rest)
-	if err != nil {
+	if err != nil || req.subresource == "portforward" && h.opts.PortForward == nil {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
 	}
 	req.store, err = h.opts.StoreFor(r)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if req.subresource == "portforward" {
+		h.portForward(w, r, req)
 		return
 	}
 	h.serveResource(w, r, req)
@@ -244,6 +260,10 @@ func parseResourcePath(gv schema.GroupVersion, rest []string) (*request, error) 
 		}
 	case "eviction":
 		if !req.res.eviction {
+			return nil, errors.New("no such subresource")
+		}
+	case "portforward":
+		if !req.res.portForward || req.namespace == "" || req.name == "" {
 			return nil, errors.New("no such subresource")
 		}
 	default:

@@ -109,6 +109,12 @@ type testServer struct {
 
 func startServer(t testing.TB, storeOpts store.Options, names ...string) *testServer {
 	t.Helper()
+	return startServerWith(t, Options{}, storeOpts, names...)
+}
+
+// startServerWith is startServer with handler options (StoreFor is the test's).
+func startServerWith(t testing.TB, opts Options, storeOpts store.Options, names ...string) *testServer {
+	t.Helper()
 	g := NewWithT(t)
 	ts := &testServer{clusters: map[string]*testCluster{}, faults: &faults{}, served: &Clusters{}}
 	for _, name := range names {
@@ -118,7 +124,8 @@ func startServer(t testing.TB, storeOpts store.Options, names ...string) *testSe
 		g.Expect(err).NotTo(HaveOccurred())
 		ts.served.Set(name, c.store, ct)
 	}
-	h, err := New(Options{StoreFor: ts.served.StoreFor})
+	opts.StoreFor = ts.served.StoreFor
+	h, err := New(opts)
 	g.Expect(err).NotTo(HaveOccurred())
 	cfg := TLSConfig(ts.served.TLSFor)
 	l, err := net.Listen("tcp", "127.0.0.1:0")

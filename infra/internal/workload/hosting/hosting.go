@@ -1,0 +1,492 @@
+package hosting
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+// ErrNotHosted is returned for an endpoint this process cannot serve: a
+// host other than Options.Address, or a port outside Options.Ports (an
+// endpoint a person set in the spec).
+var ErrNotHosted = errors.New("the endpoint is not on the workload API address and port range")
+
+// caRetry bounds how often a cluster whose CA Secret is missing is looked
+// up again: every client connection asks for it, and a Secret read goes to
+// the management API server.
+const caRetry = time.Second
+
+// secretTimeout bounds one read of a CA Secret during a TLS handshake.
+const secretTimeout = 5 * time.Second
+
+// Options configure Hosting.
+type Options struct {
+	// Address is the IP address every cluster listener is opened on and
+	// its endpoint's host. Required; not an unspecified address (0.0.0.0
+	// or ::): the endpoint must be one clients can dial.
+	Address netip.Addr
+	// Ports are the ports cluster listeners take. Default DefaultPortRange.
+	Ports PortRange
+	// Secrets reads the clusters' CA Secrets; Secrets are not cached, so
+	// this is the manager's API reader. Required.
+	Secrets client.Reader
+	// Endpoints lists the endpoints existing clusters recorded, so that a
+	// new cluster is never given a port a cluster not yet reconciled since
+	// a restart will ask for again. Optional.
+	Endpoints func(ctx context.Context) ([]clusterv1.APIEndpoint, error)
+	// Handler options; StoreFor is set by Hosting.
+	Handler apiserver.Options
+	// Log receives the listeners' lifecycle.
+	Log logr.Logger
+	// Now replaces time.Now for certificates.
+	Now func() time.Time
+}
+
+// Hosting serves the workload API of the clusters it is told to; safe for
+// concurrent use. It is a manager Runnable: when the manager stops, every
+// listener closes.
+type Hosting struct {
+	opts    Options
+	handler http.Handler
+	base    context.Context
+	stop    context.CancelFunc
+
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*Cluster
+	byPort   map[int]*Cluster
+	// reserved are the ports existing clusters recorded, loaded once
+	// before the first port is handed out.
+	reserved map[int]types.NamespacedName
+	next     int
+}
+
+// Cluster is one served workload cluster.
+type Cluster struct {
+	key      types.NamespacedName
+	endpoint clusterv1.APIEndpoint
+	store    *store.Store
+	listener net.Listener
+	cancel   context.CancelFunc
+	h        *Hosting
+
+	tlsMu   sync.Mutex
+	tls     *apiserver.ClusterTLS
+	caPEM   []byte
+	lastTry time.Time
+	lastErr error
+
+	etcdMu      sync.Mutex
+	etcd        *etcd.Server
+	etcdLastTry time.Time
+	etcdLastErr error
+}
+
+// New returns Hosting with no cluster served.
+func New(opts Options) (*Hosting, error) {
+	if !opts.Address.IsValid() || opts.Address.IsUnspecified() {
+		return nil, fmt.Errorf("the workload API address must be an IP address clients can dial, not %q", opts.Address)
+	}
+	if opts.Ports == (PortRange{}) {
+		opts.Ports = DefaultPortRange
+	}
+	if opts.Secrets == nil {
+		return nil, errors.New("hosting: Options.Secrets is required")
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Hosting{
+		opts:     opts,
+		clusters: map[types.NamespacedName]*Cluster{},
+		byPort:   map[int]*Cluster{},
+		next:     opts.Ports.First,
+	}
+	h.base, h.stop = context.WithCancel(context.Background())
+	handlerOpts := opts.Handler
+	handlerOpts.StoreFor = h.storeFor
+	handlerOpts.PortForward = h.portForward
+	if handlerOpts.Log.GetSink() == nil {
+		handlerOpts.Log = opts.Log
+	}
+	handler, err := apiserver.New(handlerOpts)
+	if err != nil {
+		return nil, err
+	}
+	h.handler = handler
+	return h, nil
+}
+
+// Start implements manager.Runnable: it closes every listener when ctx ends.
+func (h *Hosting) Start(ctx context.Context) error {
+	<-ctx.Done()
+	h.stop()
+	return nil
+}
+
+// Serve makes sure cluster is served and returns its endpoint: the one it
+// is served on already, the recorded one (want, after a restart), or a
+// free port of the range. It returns ErrNotHosted for a recorded endpoint
+// this process cannot serve.
+func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want clusterv1.APIEndpoint) (clusterv1.APIEndpoint, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.clusters[cluster]; ok {
+		if want.IsValid() && want != c.endpoint {
+			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))
+		}
+		return c.endpoint, nil
+	}
+	if err := h.loadReserved(ctx); err != nil {
+		return clusterv1.APIEndpoint{}, err
+	}
+	if want.IsValid() {
+		if !h.Hosts(want) {
+			return clusterv1.APIEndpoint{}, fmt.Errorf("%s: %w", endpointString(want), ErrNotHosted)
+		}
+		l, err := h.listen(int(want.Port))
+		if err != nil {
+			return clusterv1.APIEndpoint{}, fmt.Errorf("failed to listen on the recorded endpoint of cluster %s: %w", cluster, err)
+		}
+		return h.start(cluster, l), nil
+	}
+	for range h.opts.Ports.Size() {
+		port := h.next
+		h.next++
+		if h.next > h.opts.Ports.Last {
+			h.next = h.opts.Ports.First
+		}
+		if _, taken := h.byPort[port]; taken {
+			continue
+		}
+		if owner, taken := h.reserved[port]; taken && owner != cluster {
+			continue
+		}
+		l, err := h.listen(port)
+		if err != nil {
+			// Another process has it: try the next one.
+			continue
+		}
+		return h.start(cluster, l), nil
+	}
+	return clusterv1.APIEndpoint{}, fmt.Errorf("no free port left in %s on %s for cluster %s", h.opts.Ports, h.opts.Address, cluster)
+}
+
+func endpointString(e clusterv1.APIEndpoint) string {
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+}
+
+// loadReserved reads the endpoints existing clusters recorded, once.
+func (h *Hosting) loadReserved(ctx context.Context) error {
+	if h.reserved != nil {
+		return nil
+	}
+	reserved := map[int]types.NamespacedName{}
+	if h.opts.Endpoints != nil {
+		endpoints, err := h.opts.Endpoints(ctx)
+		if err != nil {
+			return fmt.Errorf("failed to list the recorded workload API endpoints: %w", err)
+		}
+		for _, e := range endpoints {
+			if h.Hosts(e) {
+				// Whose it is does not matter: no new cluster takes it.
+				reserved[int(e.Port)] = types.NamespacedName{}
+			}
+		}
+	}
+	h.reserved = reserved
+	return nil
+}
+
+func (h *Hosting) listen(port int) (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(h.base, "tcp", netip.AddrPortFrom(h.opts.Address, uint16(port)).String())
+}
+
+// start serves cluster on l; h.mu is held.
+func (h *Hosting) start(key types.NamespacedName, l net.Listener) clusterv1.APIEndpoint {
+	port := l.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithCancel(h.base)
+	c := &Cluster{
+		key:      key,
+		endpoint: clusterv1.APIEndpoint{Host: h.opts.Address.String(), Port: int32(port)},
+		store:    store.New(store.Options{}),
+		listener: l,
+		cancel:   cancel,
+		h:        h,
+	}
+	h.clusters[key] = c
+	h.byPort[port] = c
+	delete(h.reserved, port)
+	log := h.opts.Log.WithValues("cluster", key.String(), "endpoint", endpointString(c.endpoint))
+	log.Info("Serving the workload API")
+	cfg := apiserver.TLSConfig(func(*tls.ClientHelloInfo) (*apiserver.ClusterTLS, error) {
+		return c.loadTLS(ctx)
+	})
+	go func() {
+		if err := apiserver.Serve(ctx, l, h.handler, cfg); err != nil {
+			log.Error(err, "The workload API listener stopped")
+		}
+	}()
+	return c.endpoint
+}
+
+// Hosts reports whether endpoint is one this process serves clusters on
+// (its address and port range), whether or not a cluster is served there
+// now.
+func (h *Hosting) Hosts(endpoint clusterv1.APIEndpoint) bool {
+	return endpoint.Host == h.opts.Address.String() && h.opts.Ports.Contains(int(endpoint.Port))
+}
+
+// Cluster returns the served cluster, or nil.
+func (h *Hosting) Cluster(key types.NamespacedName) *Cluster {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clusters[key]
+}
+
+// Remove stops serving cluster: its listener closes, its open watches end
+// and its store is dropped. Removing a cluster not served does nothing.
+func (h *Hosting) Remove(key types.NamespacedName) {
+	h.mu.Lock()
+	c, ok := h.clusters[key]
+	if ok {
+		delete(h.clusters, key)
+		delete(h.byPort, int(c.endpoint.Port))
+	}
+	h.mu.Unlock()
+	if !ok {
+		return
+	}
+	c.cancel()
+	_ = c.listener.Close()
+	c.closeEtcd()
+	c.store.Close()
+	h.opts.Log.Info("Stopped serving the workload API", "cluster", key.String(), "endpoint", endpointString(c.endpoint))
+}
+
+// Len is the number of clusters served.
+func (h *Hosting) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clusters)
+}
+
+// clusterOf resolves a request to the cluster whose listener accepted it.
+func (h *Hosting) clusterOf(r *http.Request) (*Cluster, error) {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return nil, errors.New("the request carries no local address")
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("the request came in on %s, not a TCP listener", addr)
+	}
+	h.mu.Lock()
+	c := h.byPort[tcp.Port]
+	h.mu.Unlock()
+	if c == nil {
+		return nil, apierrors.NewServiceUnavailable("this cluster's workload API is being removed")
+	}
+	return c, nil
+}
+
+// portForward connects a pods/portforward stream as the kubelet would: the
+// only port anything listens on in a simulated node is an etcd member's
+// client port, which Cluster API's control plane provider checks.
+func (h *Hosting) portForward(r *http.Request, namespace, pod string, port int32) (net.Conn, error) {
+	c, err := h.clusterOf(r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, etcd.PodPrefix) && port == etcdClientPort:
+		server, err := c.etcdServer(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		return server.Dial(r.Context(), pod)
+	case namespace == metav1.NamespaceSystem && strings.HasPrefix(pod, kubeAPIServerPodPrefix):
+		return c.kubeAPIServerHandshake(r.Context())
+	default:
+		return nil, fmt.Errorf("nothing listens on port %d of Pod %s/%s: only etcd members' client port %d and kube-apiserver's TLS handshake are simulated",
+			port, namespace, pod, etcdClientPort)
+	}
+}
+
+// kubeAPIServerPodPrefix names kubeadm's kube-apiserver static Pods.
+const kubeAPIServerPodPrefix = "kube-apiserver-"
+
+// handshakeTimeout bounds a connection to a simulated kube-apiserver Pod.
+const handshakeTimeout = 30 * time.Second
+
+// kubeAPIServerHandshake answers a port-forward to a kube-apiserver Pod
+// with the TLS handshake of the cluster's serving certificate: Cluster
+// API's control plane provider connects so to read the certificate's
+// expiry, and sends nothing after it.
+func (c *Cluster) kubeAPIServerHandshake(ctx context.Context) (net.Conn, error) {
+	t, err := c.loadTLS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client, server := net.Pipe()
+	go func() {
+		conn := tls.Server(server, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{t.Certificate}})
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+		if err := conn.Handshake(); err != nil {
+			return
+		}
+		// Nothing is served on it: wait for the client to close.
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	return client, nil
+}
+
+// storeFor resolves a request to the store of the cluster whose listener
+// accepted it.
+func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
+	c, err := h.clusterOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.store, nil
+}
+
+// Key names the cluster.
+func (c *Cluster) Key() types.NamespacedName { return c.key }
+
+// Endpoint is where the cluster is served.
+func (c *Cluster) Endpoint() clusterv1.APIEndpoint { return c.endpoint }
+
+// Store holds the cluster's workload objects.
+func (c *Cluster) Store() *store.Store { return c.store }
+
+// CACertificate returns the PEM of the cluster CA, reading the
+// `<cluster>-ca` Secret if it was not read yet.
+func (c *Cluster) CACertificate(ctx context.Context) ([]byte, error) {
+	if _, err := c.loadTLS(ctx); err != nil {
+		return nil, err
+	}
+	c.tlsMu.Lock()
+	defer c.tlsMu.Unlock()
+	return c.caPEM, nil
+}
+
+// loadTLS returns the cluster's listener material, made from its CA
+// Secret on first use: Cluster API's control plane provider writes that
+// Secret after the endpoint is known, so the listener opens before it and
+// refuses handshakes until it exists.
+func (c *Cluster) loadTLS(ctx context.Context) (*apiserver.ClusterTLS, error) {
+	c.tlsMu.Lock()
+	defer c.tlsMu.Unlock()
+	if c.tls != nil {
+		return c.tls, nil
+	}
+	now := c.h.opts.Now()
+	if c.lastErr != nil && now.Sub(c.lastTry) < caRetry {
+		return nil, c.lastErr
+	}
+	c.lastTry = now
+	cert, key, err := c.readKeyPair(ctx, secret.ClusterCA)
+	if err != nil {
+		c.lastErr = err
+		return nil, err
+	}
+	hosts := []string{c.endpoint.Host}
+	if c.h.opts.Address.IsLoopback() {
+		hosts = append(hosts, "localhost")
+	}
+	t, err := apiserver.NewClusterTLS(cert, key, hosts, now)
+	if err != nil {
+		c.lastErr = fmt.Errorf("the CA of cluster %s: %w", c.key, err)
+		return nil, c.lastErr
+	}
+	c.tls, c.caPEM, c.lastErr = t, cert, nil
+	return t, nil
+}
+
+// etcdClientPort is where an etcd member serves clients (kubeadm's
+// listen-client-urls).
+const etcdClientPort = 2379
+
+// etcdServer returns the cluster's etcd, made on first use from its
+// `<cluster>-etcd` Secret, which the control plane provider writes with
+// the other cluster certificates.
+func (c *Cluster) etcdServer(ctx context.Context) (*etcd.Server, error) {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd != nil {
+		return c.etcd, nil
+	}
+	now := c.h.opts.Now()
+	if c.etcdLastErr != nil && now.Sub(c.etcdLastTry) < caRetry {
+		return nil, c.etcdLastErr
+	}
+	c.etcdLastTry = now
+	cert, key, err := c.readKeyPair(ctx, secret.EtcdCA)
+	if err != nil {
+		c.etcdLastErr = err
+		return nil, err
+	}
+	server, err := etcd.New(etcd.Options{
+		Store: c.store, CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
+		Log: c.h.opts.Log.WithValues("cluster", c.key.String()),
+	})
+	if err != nil {
+		c.etcdLastErr = fmt.Errorf("the etcd of cluster %s: %w", c.key, err)
+		return nil, c.etcdLastErr
+	}
+	c.etcd, c.etcdLastErr = server, nil
+	return server, nil
+}
+
+func (c *Cluster) closeEtcd() {
+	c.etcdMu.Lock()
+	defer c.etcdMu.Unlock()
+	if c.etcd != nil {
+		c.etcd.Close()
+		c.etcd = nil
+	}
+}
+
+// readKeyPair reads tls.crt and tls.key of the cluster's Secret of purpose.
+func (c *Cluster) readKeyPair(ctx context.Context, purpose secret.Purpose) (cert, key []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, secretTimeout)
+	defer cancel()
+	s := &corev1.Secret{}
+	name := secret.Name(c.key.Name, purpose)
+	if err := c.h.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: c.key.Namespace, Name: name}, s); err != nil {
+		return nil, nil, fmt.Errorf("failed to read Secret %s/%s: %w", c.key.Namespace, name, err)
+	}
+	cert, key = s.Data[secret.TLSCrtDataName], s.Data[secret.TLSKeyDataName]
+	if len(cert) == 0 || len(key) == 0 {
+		return nil, nil, fmt.Errorf("secret %s/%s has no %s and %s", c.key.Namespace, name, secret.TLSCrtDataName, secret.TLSKeyDataName)
+	}
+	return cert, key, nil
+}
