@@ -42,6 +42,14 @@ const caRetry = time.Second
 // secretTimeout bounds one read of a CA Secret during a TLS handshake.
 const secretTimeout = 5 * time.Second
 
+// sweepGrace is how long a new cluster is served before its endpoint must
+// be recorded by its MonolithCluster.
+const sweepGrace = 30 * time.Second
+
+// DefaultSweepInterval is how often the recorded endpoints are compared
+// with the served clusters.
+const DefaultSweepInterval = 15 * time.Second
+
 // Options configure Hosting.
 type Options struct {
 	// Address is the IP address every cluster listener is opened on and
@@ -55,8 +63,13 @@ type Options struct {
 	Secrets client.Reader
 	// Endpoints lists the endpoints existing clusters recorded, so that a
 	// new cluster is never given a port a cluster not yet reconciled since
-	// a restart will ask for again. Optional.
+	// a restart will ask for again, and so that a cluster whose
+	// MonolithCluster is gone without a reconcile of its deletion
+	// (`clusterctl move`) stops being served. Optional.
 	Endpoints func(ctx context.Context) ([]clusterv1.APIEndpoint, error)
+	// SweepInterval is how often served clusters are compared with the
+	// recorded endpoints. Default DefaultSweepInterval.
+	SweepInterval time.Duration
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -91,6 +104,7 @@ type Cluster struct {
 	listener net.Listener
 	cancel   context.CancelFunc
 	h        *Hosting
+	started  time.Time
 
 	tlsMu   sync.Mutex
 	tls     *apiserver.ClusterTLS
@@ -121,6 +135,9 @@ func New(opts Options) (*Hosting, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
 	h := &Hosting{
 		opts:     opts,
 		clusters: map[types.NamespacedName]*Cluster{},
@@ -142,11 +159,54 @@ func New(opts Options) (*Hosting, error) {
 	return h, nil
 }
 
-// Start implements manager.Runnable: it closes every listener when ctx ends.
+// Start implements manager.Runnable: it stops serving clusters no
+// MonolithCluster records any more, and closes every listener when ctx
+// ends.
 func (h *Hosting) Start(ctx context.Context) error {
-	<-ctx.Done()
-	h.stop()
-	return nil
+	defer h.stop()
+	ticker := time.NewTicker(h.opts.SweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			h.sweep(ctx)
+		}
+	}
+}
+
+// sweep stops serving the clusters whose endpoint no MonolithCluster
+// records: `clusterctl move` deletes the source's objects without their
+// deletion being reconciled, and the target management cluster needs the
+// port. A cluster served for less than the grace period is kept: its
+// endpoint may not be recorded yet.
+func (h *Hosting) sweep(ctx context.Context) {
+	if h.opts.Endpoints == nil {
+		return
+	}
+	endpoints, err := h.opts.Endpoints(ctx)
+	if err != nil {
+		h.opts.Log.Error(err, "Failed to list the recorded workload API endpoints")
+		return
+	}
+	recorded := map[clusterv1.APIEndpoint]bool{}
+	for _, e := range endpoints {
+		recorded[e] = true
+	}
+	now := h.opts.Now()
+	var stale []types.NamespacedName
+	h.mu.Lock()
+	for key, c := range h.clusters {
+		if !recorded[c.endpoint] && now.Sub(c.started) > sweepGrace {
+			stale = append(stale, key)
+		}
+	}
+	h.mu.Unlock()
+	for _, key := range stale {
+		h.opts.Log.Info("No MonolithCluster records the endpoint any more", "cluster", key.String())
+		h.Remove(key)
+	}
 }
 
 // Serve makes sure cluster is served and returns its endpoint: the one it
@@ -239,6 +299,7 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener) clusterv1.APIE
 		listener: l,
 		cancel:   cancel,
 		h:        h,
+		started:  h.opts.Now(),
 	}
 	h.clusters[key] = c
 	h.byPort[port] = c

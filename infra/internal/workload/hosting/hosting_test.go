@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,4 +123,58 @@ func TestAddressMustBeDialable(t *testing.T) {
 	g := NewWithT(t)
 	_, err := hosting.New(hosting.Options{Address: netip.MustParseAddr("0.0.0.0"), Secrets: fake.NewClientBuilder().Build()})
 	g.Expect(err).To(MatchError(ContainSubstring("clients can dial")))
+}
+
+// A cluster whose endpoint no MonolithCluster records any more (clusterctl
+// move deleted the source's objects without a reconcile) stops being
+// served once past the grace period; a recorded one stays.
+func TestClustersNoLongerRecordedAreNoLongerServed(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r := freeRange(g, 2)
+	var (
+		mu       sync.Mutex
+		now      = time.Now()
+		recorded []clusterv1.APIEndpoint
+	)
+	h, err := hosting.New(hosting.Options{
+		Address: netip.MustParseAddr("127.0.0.1"),
+		Ports:   r,
+		Secrets: fake.NewClientBuilder().Build(),
+		Endpoints: func(context.Context) ([]clusterv1.APIEndpoint, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(recorded), nil
+		},
+		SweepInterval: 10 * time.Millisecond,
+		Now: func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	go func() { done <- h.Start(ctx) }()
+
+	kept, err := h.Serve(ctx, key("kept"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Serve(ctx, key("moved"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	mu.Lock()
+	recorded = []clusterv1.APIEndpoint{kept}
+	mu.Unlock()
+	g.Consistently(h.Len).WithTimeout(200*time.Millisecond).Should(Equal(2), "within the grace period both are served")
+
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	g.Eventually(func() bool { return h.Cluster(key("moved")) == nil }).WithTimeout(5 * time.Second).Should(BeTrue())
+	g.Expect(h.Cluster(key("kept"))).NotTo(BeNil())
+
+	cancel()
+	g.Eventually(done).WithTimeout(5 * time.Second).Should(Receive(BeNil()))
+	_, err = net.DialTimeout("tcp", net.JoinHostPort(kept.Host, strconv.Itoa(int(kept.Port))), time.Second)
+	g.Expect(err).To(HaveOccurred(), "every listener closes when the manager stops")
 }
