@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -143,4 +144,27 @@ func TestControllerRuntimeClientPatchesAndConflicts(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(d), got)).To(Succeed())
 	g.Expect(*got.Spec.Replicas).To(Equal(int32(2)))
 	g.Expect(got.Status.ReadyReplicas).To(Equal(int32(2)))
+}
+
+// Cluster API's machine deletion pages through VolumeAttachments while it
+// waits for a drained node's volumes to detach: the list is served (and
+// empty until someone creates one), so deletion goes on.
+func TestVolumeAttachmentsArePagedAsClusterAPIListsThem(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	c := crClient(t, ts)
+	ctx := context.Background()
+	list := &storagev1.VolumeAttachmentList{}
+	g.Expect(c.List(ctx, list, client.Limit(100))).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty())
+	g.Expect(list.Continue).To(BeEmpty())
+
+	source := "pv-0"
+	g.Expect(c.Create(ctx, &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: "va-0"},
+		Spec:       storagev1.VolumeAttachmentSpec{Attacher: "csi.example.com", NodeName: "w-0", Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &source}},
+	})).To(Succeed())
+	g.Expect(c.List(ctx, list, client.Limit(100))).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	g.Expect(list.Items[0].Spec.NodeName).To(Equal("w-0"))
 }

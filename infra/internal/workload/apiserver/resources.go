@@ -37,18 +37,22 @@ func (r *resource) storeResource() store.Resource {
 var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 var (
-	coreV1   = schema.GroupVersion{Version: "v1"}
-	appsV1   = schema.GroupVersion{Group: "apps", Version: "v1"}
-	rbacV1   = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
-	coordV1  = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
-	eventsV1 = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
-	policyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
+	coreV1    = schema.GroupVersion{Version: "v1"}
+	appsV1    = schema.GroupVersion{Group: "apps", Version: "v1"}
+	rbacV1    = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
+	coordV1   = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	eventsV1  = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
+	policyV1  = schema.GroupVersion{Group: "policy", Version: "v1"}
+	storageV1 = schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
 )
 
 // resources is everything served. Core and events.k8s.io Events are stored
 // apart (a real cluster serves one storage in both shapes).
 // PodDisruptionBudgets are honoured by evictions; nothing computes their
 // status (no disruption controller), so whoever creates one sets it.
+// Volumes are served because Cluster API's machine deletion lists
+// VolumeAttachments (and reads PersistentVolumes and their claims) while it
+// waits for a drained node's volumes to detach; nothing attaches any.
 var resources = []*resource{
 	{gv: coreV1, name: "namespaces", singular: "namespace", kind: "Namespace", shortNames: []string{"ns"}, status: true},
 	{gv: coreV1, name: "nodes", singular: "node", kind: "Node", shortNames: []string{"no"}, status: true},
@@ -66,6 +70,9 @@ var resources = []*resource{
 	{gv: coordV1, name: "leases", singular: "lease", kind: "Lease", namespaced: true},
 	{gv: eventsV1, name: "events", singular: "event", kind: "Event", namespaced: true, shortNames: []string{"ev"}},
 	{gv: policyV1, name: "poddisruptionbudgets", singular: "poddisruptionbudget", kind: "PodDisruptionBudget", namespaced: true, shortNames: []string{"pdb"}, status: true},
+	{gv: coreV1, name: "persistentvolumes", singular: "persistentvolume", kind: "PersistentVolume", shortNames: []string{"pv"}, status: true},
+	{gv: coreV1, name: "persistentvolumeclaims", singular: "persistentvolumeclaim", kind: "PersistentVolumeClaim", namespaced: true, shortNames: []string{"pvc"}, status: true},
+	{gv: storageV1, name: "volumeattachments", singular: "volumeattachment", kind: "VolumeAttachment", status: true},
 }
 
 // groupVersions in the order discovery lists them (core first).
