@@ -269,11 +269,28 @@ func TestMoveProvisionedClustersToAnotherManagementCluster(t *testing.T) {
 			machines := &clusterv1.MachineList{}
 			g.Expect(dst.client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
 			for _, m := range machines.Items {
+				if _, ok := m.Labels[clusterv1.MachinePoolNameLabel]; ok {
+					// A pool's Machines have no bootstrap of their own:
+					// the MachinePool's is checked below.
+					continue
+				}
 				g.Expect(m.Spec.Bootstrap.DataSecretName).NotTo(BeNil(), "Machine %s", m.Name)
 				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: *m.Spec.Bootstrap.DataSecretName}, &corev1.Secret{})).To(Succeed(), "Machine %s's bootstrap data moved", m.Name)
 				config := &unstructured.Unstructured{}
 				config.SetGroupVersionKind(kubeadmConfigGVK)
 				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.Bootstrap.ConfigRef.Name}, config)).To(Succeed(), "Machine %s's KubeadmConfig moved", m.Name)
+			}
+			pools := &clusterv1.MachinePoolList{}
+			g.Expect(dst.client.List(ctx, pools, client.InNamespace(ns))).To(Succeed())
+			for _, mp := range pools.Items {
+				g.Expect(mp.Spec.Template.Spec.Bootstrap.DataSecretName).To(HaveValue(Not(BeEmpty())), "MachinePool %s", mp.Name)
+				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: *mp.Spec.Template.Spec.Bootstrap.DataSecretName}, &corev1.Secret{})).To(Succeed(), "MachinePool %s's bootstrap data moved", mp.Name)
+				config := &unstructured.Unstructured{}
+				config.SetGroupVersionKind(kubeadmConfigGVK)
+				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: mp.Spec.Template.Spec.Bootstrap.ConfigRef.Name}, config)).To(Succeed(), "MachinePool %s's KubeadmConfig moved", mp.Name)
+			}
+			if tc.flavor == "machinepool" {
+				g.Expect(pools.Items).To(HaveLen(1))
 			}
 			if tc.flavor == "ipam" {
 				pool := &ipamv1alpha1.MonolithIPPool{}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/dev"
 	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
@@ -22,6 +25,14 @@ import (
 
 // holdObservation is how long a held deletion is watched to stay held.
 const holdObservation = 5 * time.Second
+
+// topologyTimeout bounds a topology cluster's way to Available, and its
+// upgrade (control plane, then workers, one machine at a time).
+const topologyTimeout = 6 * time.Minute
+
+// topologyUpgradeVersion is the next Kubernetes minor the topology is
+// upgraded to.
+const topologyUpgradeVersion = "v1.37.0"
 
 // The topology flavor: Cluster API's topology controller calls the
 // runtime extension of this binary (registered by dev's ExtensionConfig)
@@ -134,6 +145,42 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
 	})
 
+	It("should become Available, then upgrade through the topology calling the upgrade hooks in order", func(ctx SpecContext) {
+		key := client.ObjectKey{Namespace: namespace, Name: name}
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(env.Client.Get(ctx, key, c)).To(Succeed())
+			g.Expect(conditions.IsTrue(c, clusterv1.ClusterAvailableCondition)).To(BeTrue(), "Cluster Available: %v", conditions.Get(c, clusterv1.ClusterAvailableCondition))
+		}).WithTimeout(topologyTimeout).WithPolling(time.Second).Should(Succeed(), func() string { return describeKCP(ctx, namespace, name+"-") })
+
+		c := &clusterv1.Cluster{}
+		Expect(env.Client.Get(ctx, key, c)).To(Succeed())
+		base := c.DeepCopy()
+		c.Spec.Topology.Version = topologyUpgradeVersion
+		Expect(env.Client.Patch(ctx, c, client.MergeFrom(base))).To(Succeed())
+
+		upgradeHooks := []string{"BeforeClusterUpgrade", "BeforeControlPlaneUpgrade", "AfterControlPlaneUpgrade", "BeforeWorkersUpgrade", "AfterWorkersUpgrade", "AfterClusterUpgrade"}
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			g.Expect(machines.Items).NotTo(BeEmpty())
+			for _, m := range machines.Items {
+				g.Expect(m.Spec.Version).To(Equal(topologyUpgradeVersion), "Machine %s", m.Name)
+				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+			}
+			order, err := firstHookEvents(ctx, namespace, name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(order).To(ContainElements(upgradeHooks))
+			var upgrade []string
+			for _, hook := range order {
+				if slices.Contains(upgradeHooks, hook) {
+					upgrade = append(upgrade, hook)
+				}
+			}
+			g.Expect(upgrade).To(Equal(upgradeHooks), "the upgrade hooks, by the time each was first called")
+		}).WithTimeout(topologyTimeout).WithPolling(time.Second).Should(Succeed(), func() string { return describeKCP(ctx, namespace, name+"-") })
+	})
+
 	It("should hold the deletion while the hold annotation names BeforeClusterDelete", func(ctx SpecContext) {
 		cluster := &clusterv1.Cluster{}
 		key := client.ObjectKey{Namespace: namespace, Name: name}
@@ -178,6 +225,31 @@ func hookEvents(ctx context.Context, namespace, cluster string) ([]string, error
 		}
 	}
 	return reasons, nil
+}
+
+// firstHookEvents returns the runtime hooks recorded on the Cluster, in the
+// order each was first called (an Event's series keeps its first time).
+func firstHookEvents(ctx context.Context, namespace, cluster string) ([]string, error) {
+	events := &eventsv1.EventList{}
+	if err := env.Client.List(ctx, events, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	first := map[string]time.Time{}
+	for _, e := range events.Items {
+		if e.Regarding.Kind != "Cluster" || e.Regarding.Name != cluster || !strings.HasPrefix(e.Action, "RuntimeHook") {
+			continue
+		}
+		t := e.EventTime.Time
+		if t.IsZero() {
+			t = e.DeprecatedFirstTimestamp.Time
+		}
+		if old, ok := first[e.Reason]; !ok || t.Before(old) {
+			first[e.Reason] = t
+		}
+	}
+	hooks := slices.Collect(maps.Keys(first))
+	slices.SortFunc(hooks, func(a, b string) int { return first[a].Compare(first[b]) })
+	return hooks, nil
 }
 
 // hookCallsMetric is the extension's counter of answered hook calls, by hook
