@@ -103,27 +103,7 @@ func TestTemplatesAreAcceptedByTheAPIServer(t *testing.T) {
 				g.Expect(dryRun(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 				kinds[o.GetKind()]++
 			}
-			switch flavor {
-			case "topology":
-				// clusterctl adds the ClusterClass the Cluster names.
-				g.Expect(kinds).To(HaveKeyWithValue("ClusterClass", 1))
-				cluster := ofKind(tmpl.Objs(), "Cluster")[0]
-				r, _, err := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "topology", "controlPlane", "replicas")
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(toInt64(g, r)).To(BeEquivalentTo(3))
-			case "machinepool":
-				g.Expect(kinds).To(HaveKeyWithValue("MachinePool", 1))
-				g.Expect(kinds).To(HaveKeyWithValue("MonolithMachinePool", 1))
-			default:
-				g.Expect(kinds).To(HaveKeyWithValue("MachineDeployment", 2))
-				replicas := map[string]int64{}
-				for _, md := range ofKind(tmpl.Objs(), "MachineDeployment") {
-					r, _, err := unstructured.NestedFieldNoCopy(md.Object, "spec", "replicas")
-					g.Expect(err).NotTo(HaveOccurred())
-					replicas[md.GetName()] = toInt64(g, r)
-				}
-				g.Expect(replicas).To(Equal(map[string]int64{"dev-control-plane": 3, "dev-md-0": 2}))
-			}
+			expectKubeadmShape(g, flavor, tmpl.Objs())
 			if flavor == "ipam" {
 				g.Expect(kinds).To(HaveKeyWithValue("MonolithIPPool", 1))
 			}
@@ -213,19 +193,121 @@ func toInt64(g Gomega, v any) int64 {
 	return 0
 }
 
-// clusterctl move takes what a Cluster owns (and the Secrets it knows by
-// name); the bootstrap Secret is neither, so it carries the move label, or
-// moved Machines would reference a Secret left in the source.
-func TestTemplatesSecretsMoveWithTheirCluster(t *testing.T) {
+// TestTemplatesHaveNoBootstrapSecret: the kubeadm providers make every
+// bootstrap data Secret (owned by its KubeadmConfig, so clusterctl move
+// takes it); a template that ships a Secret of its own is the hack the
+// kubeadm providers replaced.
+func TestTemplatesHaveNoBootstrapSecret(t *testing.T) {
 	for _, flavor := range flavors {
 		t.Run("flavor "+strconv.Quote(flavor), func(t *testing.T) {
 			g := NewWithT(t)
-			for _, o := range template(t, flavor, "default").Objs() {
-				if o.GetKind() != "Secret" {
-					continue
+			objs := template(t, flavor, "default").Objs()
+			g.Expect(ofKind(objs, "Secret")).To(BeEmpty())
+			for _, o := range objs {
+				if ref, ok := nestedMap(o, "spec", "template", "spec", "bootstrap"); ok {
+					g.Expect(ref).NotTo(HaveKey("dataSecretName"), "%s %s: bootstrap data comes from a kubeadm config", o.GetKind(), o.GetName())
 				}
-				g.Expect(o.GetLabels()).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io/move", ""), "Secret %s", o.GetName())
 			}
 		})
 	}
+}
+
+// expectKubeadmShape checks a rendered flavor uses Cluster API's kubeadm
+// providers as CAPD's templates do: a KubeadmControlPlane (or, with a
+// topology, a ClusterClass whose control plane is a
+// KubeadmControlPlaneTemplate) of CONTROL_PLANE_MACHINE_COUNT (3) machines
+// from a MonolithMachineTemplate, workers bootstrapped by a
+// KubeadmConfigTemplate (a KubeadmConfig for a MachinePool, which takes a
+// config), and every reference resolved within the template.
+func expectKubeadmShape(g Gomega, flavor string, objs []unstructured.Unstructured) {
+	kinds := map[string]int{}
+	byKindName := map[string]unstructured.Unstructured{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		byKindName[o.GetKind()+"/"+o.GetName()] = o
+	}
+	resolves := func(ref map[string]any, from string) {
+		g.ExpectWithOffset(1, ref).NotTo(BeNil(), "%s: missing reference", from)
+		kind, _ := ref["kind"].(string)
+		name, _ := ref["name"].(string)
+		g.ExpectWithOffset(1, byKindName).To(HaveKey(kind+"/"+name), "%s references %s %s, which the template lacks", from, kind, name)
+	}
+	clusters := ofKind(objs, "Cluster")
+	g.Expect(clusters).To(HaveLen(1))
+	cluster := clusters[0]
+
+	if flavor == "topology" {
+		// clusterctl adds the ClusterClass the Cluster names.
+		g.Expect(kinds).To(HaveKeyWithValue("ClusterClass", 1))
+		r, _, err := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "topology", "controlPlane", "replicas")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(toInt64(g, r)).To(BeEquivalentTo(3))
+		class := ofKind(objs, "ClusterClass")[0]
+		cp, _ := nestedMap(class, "spec", "controlPlane", "templateRef")
+		g.Expect(cp).To(HaveKeyWithValue("kind", "KubeadmControlPlaneTemplate"))
+		resolves(cp, "ClusterClass controlPlane")
+		infra, _ := nestedMap(class, "spec", "controlPlane", "machineInfrastructure", "templateRef")
+		g.Expect(infra).To(HaveKeyWithValue("kind", "MonolithMachineTemplate"))
+		resolves(infra, "ClusterClass controlPlane machineInfrastructure")
+		for _, workers := range []struct{ field, infraKind string }{
+			{"machineDeployments", "MonolithMachineTemplate"},
+			{"machinePools", "MonolithMachinePoolTemplate"},
+		} {
+			classes, _, _ := unstructured.NestedSlice(class.Object, "spec", "workers", workers.field)
+			g.Expect(classes).To(HaveLen(1), "one %s class", workers.field)
+			wc := unstructured.Unstructured{Object: classes[0].(map[string]any)}
+			boot, _ := nestedMap(wc, "bootstrap", "templateRef")
+			g.Expect(boot).To(HaveKeyWithValue("kind", "KubeadmConfigTemplate"), workers.field)
+			resolves(boot, workers.field+" bootstrap")
+			inf, _ := nestedMap(wc, "infrastructure", "templateRef")
+			g.Expect(inf).To(HaveKeyWithValue("kind", workers.infraKind), workers.field)
+			resolves(inf, workers.field+" infrastructure")
+		}
+		return
+	}
+
+	g.Expect(kinds).To(HaveKeyWithValue("KubeadmControlPlane", 1))
+	cpRef, _ := nestedMap(cluster, "spec", "controlPlaneRef")
+	g.Expect(cpRef).To(HaveKeyWithValue("apiGroup", "controlplane.cluster.x-k8s.io"))
+	resolves(cpRef, "Cluster controlPlaneRef")
+	infraRef, _ := nestedMap(cluster, "spec", "infrastructureRef")
+	resolves(infraRef, "Cluster infrastructureRef")
+	kcp := ofKind(objs, "KubeadmControlPlane")[0]
+	r, _, err := unstructured.NestedFieldNoCopy(kcp.Object, "spec", "replicas")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(toInt64(g, r)).To(BeEquivalentTo(3))
+	version, _, _ := unstructured.NestedString(kcp.Object, "spec", "version")
+	g.Expect(version).To(Equal("v1.36.0"))
+	machineInfra, _ := nestedMap(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
+	g.Expect(machineInfra).To(HaveKeyWithValue("kind", "MonolithMachineTemplate"))
+	resolves(machineInfra, "KubeadmControlPlane machineTemplate")
+	// Machines of a KubeadmControlPlane are its own: no MachineDeployment
+	// of control plane machines.
+	for _, md := range ofKind(objs, "MachineDeployment") {
+		labels, _, _ := unstructured.NestedStringMap(md.Object, "spec", "template", "metadata", "labels")
+		g.Expect(labels).NotTo(HaveKey("cluster.x-k8s.io/control-plane"), "MachineDeployment %s", md.GetName())
+	}
+
+	workerKind, bootstrapKind := "MachineDeployment", "KubeadmConfigTemplate"
+	if flavor == "machinepool" {
+		workerKind, bootstrapKind = "MachinePool", "KubeadmConfig"
+		g.Expect(kinds).To(HaveKeyWithValue("MonolithMachinePool", 1))
+	}
+	g.Expect(kinds).To(HaveKeyWithValue(workerKind, 1))
+	g.Expect(kinds).To(HaveKeyWithValue(bootstrapKind, 1))
+	workers := ofKind(objs, workerKind)[0]
+	r, _, err = unstructured.NestedFieldNoCopy(workers.Object, "spec", "replicas")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(toInt64(g, r)).To(BeEquivalentTo(2))
+	boot, _ := nestedMap(workers, "spec", "template", "spec", "bootstrap", "configRef")
+	g.Expect(boot).To(HaveKeyWithValue("kind", bootstrapKind))
+	resolves(boot, workerKind+" bootstrap")
+	inf, _ := nestedMap(workers, "spec", "template", "spec", "infrastructureRef")
+	resolves(inf, workerKind+" infrastructureRef")
+}
+
+// nestedMap reads a map field of o, and whether it is there.
+func nestedMap(o unstructured.Unstructured, fields ...string) (map[string]any, bool) {
+	m, ok, err := unstructured.NestedMap(o.Object, fields...)
+	return m, ok && err == nil
 }

@@ -22,6 +22,7 @@ import (
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	poolv1 "github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/flavortest"
 )
 
 // ourFinalizers are every finalizer the modules under test put on objects.
@@ -294,8 +295,9 @@ func (c *chaosCluster) poolNames() []string {
 	return nil
 }
 
-// createCluster makes a namespace for c, renders and applies its flavor,
-// and for a machine pool writes the <cluster>-kubeconfig Secret a control
+// createCluster makes a namespace for c, renders its flavor, applies it
+// without its kubeadm objects (see flavortest.WithoutKubeadm), and for a
+// machine pool writes the <cluster>-kubeconfig Secret a control
 // plane provider would: core's MachinePool controller reads the workload
 // cluster's Nodes before it makes Machines, and with no workload cluster
 // here the management apiserver plays it.
@@ -311,7 +313,12 @@ func createCluster(ctx context.Context, t *testing.T, c *chaosCluster) {
 		createTopologyCluster(ctx, g, c, vars)
 		return
 	}
-	apply(ctx, g, render(g, c.template, vars))
+	// Only Cluster API core runs here, no kubeadm provider: the flavors'
+	// kubeadm objects are swapped for test-only ones (package flavortest),
+	// so that the faults hit our provider's flows as before.
+	objs, err := flavortest.WithoutKubeadm(render(g, c.template, vars))
+	g.Expect(err).NotTo(HaveOccurred())
+	apply(ctx, g, objs)
 	if c.machinePool == "" {
 		return
 	}

@@ -16,9 +16,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,6 @@ import (
 	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
 	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	"github.com/capi-monolith/capi-monolith/dev"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -38,6 +38,11 @@ import (
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	mpv1alpha1 "github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
+)
+
+var (
+	kubeadmControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmControlPlane"}
+	kubeadmConfigGVK       = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
 )
 
 const (
@@ -194,9 +199,6 @@ func TestMoveProvisionedClustersToAnotherManagementCluster(t *testing.T) {
 	t.Setenv("MONOLITH_BOOTSTRAP_DELAY", "500ms")
 	c, err := clusterctl.New(ctx, filepath.Join(dir, bundle.ClusterctlConfigFile))
 	g.Expect(err).NotTo(HaveOccurred())
-	// The source apiserver plays every workload cluster (see below).
-	kubeconfig, err := os.ReadFile(src.kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
 
 	const name = "dev"
 	for _, tc := range []struct {
@@ -234,27 +236,13 @@ func TestMoveProvisionedClustersToAnotherManagementCluster(t *testing.T) {
 			}
 
 			// clusterctl moves only clusters whose control plane is
-			// initialized and whose Machines have Nodes. No workload
-			// cluster runs here: the source apiserver plays it, through the
-			// <cluster>-kubeconfig Secret a control plane provider would
-			// write, with a Node per machine (core also makes a machine
-			// pool's Machines only once it reaches the workload cluster).
+			// initialized and whose Machines have Nodes: the
+			// KubeadmControlPlane initializes through the inMemory
+			// cluster's workload API, which also has a Node per machine
+			// (core makes a machine pool's Machines only once it reaches it).
 			cluster := &clusterv1.Cluster{}
-			g.Expect(src.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
-			g.Expect(src.client.Create(ctx, kubeconfigutil.GenerateSecret(cluster, kubeconfig))).To(Succeed())
 			var before state
 			g.Eventually(func(g Gomega) {
-				mms := &infrav1.MonolithMachineList{}
-				g.Expect(src.client.List(ctx, mms, client.InNamespace(ns))).To(Succeed())
-				for _, mm := range mms.Items {
-					if mm.Spec.ProviderID == "" {
-						continue
-					}
-					node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + mm.Name}, Spec: corev1.NodeSpec{ProviderID: mm.Spec.ProviderID}}
-					if err := src.client.Create(ctx, node); err != nil {
-						g.Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "creating Node %s: %v", node.Name, err)
-					}
-				}
 				before = provisioned(ctx, g, src, ns, 3)
 				g.Expect(src.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
 				g.Expect(conditions.IsTrue(cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
@@ -275,7 +263,18 @@ func TestMoveProvisionedClustersToAnotherManagementCluster(t *testing.T) {
 				g.Expect(ptr.Deref(cluster.Spec.Paused, false)).To(BeFalse(), "move unpauses the cluster in the target")
 				g.Expect(conditions.IsTrue(cluster, clusterv1.ClusterInfrastructureReadyCondition)).To(BeTrue())
 			}).WithTimeout(moveTimeout).WithPolling(time.Second).Should(Succeed())
-			g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-bootstrap"}, &corev1.Secret{})).To(Succeed(), "the bootstrap Secret moves too")
+			// What the moved objects reference moved too: each Machine's
+			// bootstrap data Secret (the kubeadm bootstrap provider's,
+			// owned by its KubeadmConfig) and its KubeadmConfig.
+			machines := &clusterv1.MachineList{}
+			g.Expect(dst.client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+			for _, m := range machines.Items {
+				g.Expect(m.Spec.Bootstrap.DataSecretName).NotTo(BeNil(), "Machine %s", m.Name)
+				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: *m.Spec.Bootstrap.DataSecretName}, &corev1.Secret{})).To(Succeed(), "Machine %s's bootstrap data moved", m.Name)
+				config := &unstructured.Unstructured{}
+				config.SetGroupVersionKind(kubeadmConfigGVK)
+				g.Expect(dst.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.Bootstrap.ConfigRef.Name}, config)).To(Succeed(), "Machine %s's KubeadmConfig moved", m.Name)
+			}
 			if tc.flavor == "ipam" {
 				pool := &ipamv1alpha1.MonolithIPPool{}
 				g.Eventually(func(g Gomega) {
@@ -294,6 +293,12 @@ func TestMoveProvisionedClustersToAnotherManagementCluster(t *testing.T) {
 				} {
 					g.Expect(src.client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 					g.Expect(list).To(HaveField("Items", BeEmpty()), "%T", list)
+				}
+				for _, gvk := range []schema.GroupVersionKind{kubeadmControlPlaneGVK, kubeadmConfigGVK} {
+					list := &unstructured.UnstructuredList{}
+					list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+					g.Expect(src.client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+					g.Expect(list.Items).To(BeEmpty(), "%s left in the source", gvk.Kind)
 				}
 			}).WithTimeout(moveTimeout).WithPolling(time.Second).Should(Succeed())
 		})

@@ -27,14 +27,18 @@ var _ = Describe("A cluster from cluster-template.yaml (inMemory backend)", Orde
 		apply(ctx, render("cluster-template.yaml", vars))
 	})
 
-	It("should provision the MonolithCluster and every Machine's infrastructure", func(ctx SpecContext) {
+	It("should run every Machine: the KubeadmControlPlane's and the MachineDeployment's", func(ctx SpecContext) {
 		expectClusterProvisioned(ctx, namespace, name)
 		machines := expectMachines(ctx, namespace, name, 2)
 		controlPlane := 0
 		for _, m := range machines {
 			Expect(m.Spec.ProviderID).To(HavePrefix("inmemory://"))
+			// Both take kubeadm's bootstrap data: KCP's own KubeadmConfig,
+			// or one from the workers' KubeadmConfigTemplate.
+			Expect(m.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"), "Machine %s", m.Name)
 			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
 				controlPlane++
+				Expect(m.Labels).To(HaveKeyWithValue(clusterv1.MachineControlPlaneNameLabel, name+"-control-plane"), "KCP made %s", m.Name)
 			}
 		}
 		Expect(controlPlane).To(Equal(1), "one control plane machine")
@@ -108,7 +112,7 @@ func pausedCondition(o unstructured.Unstructured) bool {
 
 // watchedKinds are the objects a paused cluster must leave untouched: all
 // of it but the MachineDeployment, whose spec the test changes itself.
-var watchedKinds = []schema.GroupVersionKind{machineSetGVK, machineGVK, monolithMachineGVK, monolithClusterGVK, clusterv1.GroupVersion.WithKind("Cluster")}
+var watchedKinds = []schema.GroupVersionKind{kubeadmControlPlaneGVK, machineSetGVK, machineGVK, kubeadmConfigGVK, monolithMachineGVK, monolithClusterGVK, clusterv1.GroupVersion.WithKind("Cluster")}
 
 // versions maps kind/name to resourceVersion for every watched object of
 // the namespace: any write changes it.

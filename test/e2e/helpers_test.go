@@ -38,14 +38,16 @@ const (
 )
 
 var (
-	monolithClusterGVK  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithCluster"}
-	monolithMachineGVK  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithMachine"}
-	monolithIPPoolGVK   = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithIPPool"}
-	ipAddressGVK        = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddress"}
-	ipAddressClaimGVK   = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddressClaim"}
-	machineGVK          = clusterv1.GroupVersion.WithKind("Machine")
-	machineSetGVK       = clusterv1.GroupVersion.WithKind("MachineSet")
-	machineDeploymentGV = clusterv1.GroupVersion.WithKind("MachineDeployment")
+	monolithClusterGVK     = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithCluster"}
+	monolithMachineGVK     = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithMachine"}
+	monolithIPPoolGVK      = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithIPPool"}
+	ipAddressGVK           = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddress"}
+	ipAddressClaimGVK      = schema.GroupVersionKind{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddressClaim"}
+	machineGVK             = clusterv1.GroupVersion.WithKind("Machine")
+	machineSetGVK          = clusterv1.GroupVersion.WithKind("MachineSet")
+	machineDeploymentGV    = clusterv1.GroupVersion.WithKind("MachineDeployment")
+	kubeadmControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmControlPlane"}
+	kubeadmConfigGVK       = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
 )
 
 // templateVars are the clusterctl variables every flavor gets; a spec adds
@@ -137,11 +139,22 @@ func coreAlive() error {
 	}
 }
 
-// provisionedMachines returns the cluster's Machines once each has a
-// providerID, is infrastructure-provisioned and in the Provisioned phase
-// (no workload API answers, so no Node ever appears: Provisioned is as far
-// as a Machine gets here), with a provisioned MonolithMachine.
+// runningMachines returns the cluster's Machines once each has a
+// providerID, is infrastructure-provisioned, has its Node (nodeRef, from
+// the inMemory cluster's workload API) and is in the Running phase, with a
+// provisioned MonolithMachine of the same provider ID.
+func runningMachines(ctx context.Context, namespace, cluster string) ([]clusterv1.Machine, error) {
+	return machinesIn(ctx, namespace, cluster, clusterv1.MachinePhaseRunning)
+}
+
+// provisionedMachines is runningMachines but for the Provisioned phase and
+// no Node: as far as a Machine gets where no workload API answers (the
+// docker spec's test node image runs no kubelet).
 func provisionedMachines(ctx context.Context, namespace, cluster string) ([]clusterv1.Machine, error) {
+	return machinesIn(ctx, namespace, cluster, clusterv1.MachinePhaseProvisioned)
+}
+
+func machinesIn(ctx context.Context, namespace, cluster string, phase clusterv1.MachinePhase) ([]clusterv1.Machine, error) {
 	if err := coreAlive(); err != nil {
 		return nil, err
 	}
@@ -156,8 +169,11 @@ func provisionedMachines(ctx context.Context, namespace, cluster string) ([]clus
 		if m.Status.Initialization.InfrastructureProvisioned == nil || !*m.Status.Initialization.InfrastructureProvisioned {
 			return nil, fmt.Errorf("machine %s: infrastructure not provisioned yet", m.Name)
 		}
-		if m.Status.Phase != string(clusterv1.MachinePhaseProvisioned) {
-			return nil, fmt.Errorf("machine %s is in phase %q", m.Name, m.Status.Phase)
+		if phase == clusterv1.MachinePhaseRunning && !m.Status.NodeRef.IsDefined() {
+			return nil, fmt.Errorf("machine %s has no Node yet (phase %q)", m.Name, m.Status.Phase)
+		}
+		if m.Status.Phase != string(phase) {
+			return nil, fmt.Errorf("machine %s is in phase %q, want %q", m.Name, m.Status.Phase, phase)
 		}
 		infra, err := get(ctx, monolithMachineGVK, namespace, m.Spec.InfrastructureRef.Name)
 		if err != nil {
@@ -174,8 +190,20 @@ func provisionedMachines(ctx context.Context, namespace, cluster string) ([]clus
 }
 
 // expectMachines waits until the cluster has exactly n machines, all
-// provisioned.
+// Running with their Node.
 func expectMachines(ctx context.Context, namespace, cluster string, n int) []clusterv1.Machine {
+	var got []clusterv1.Machine
+	Eventually(func() ([]clusterv1.Machine, error) {
+		var err error
+		got, err = runningMachines(ctx, namespace, cluster)
+		return got, err
+	}).WithTimeout(provisionTimeout).WithPolling(poll).Should(HaveLen(n))
+	return got
+}
+
+// expectProvisionedMachines waits until the cluster has exactly n
+// machines, all provisioned (see provisionedMachines).
+func expectProvisionedMachines(ctx context.Context, namespace, cluster string, n int) []clusterv1.Machine {
 	var got []clusterv1.Machine
 	Eventually(func() ([]clusterv1.Machine, error) {
 		var err error
@@ -240,7 +268,7 @@ func deleteClusterAndWait(ctx context.Context, namespace, name string) {
 // expectNothingLeft waits until no object core or our modules make for a
 // cluster is left in the namespace.
 func expectNothingLeft(ctx context.Context, namespace string) {
-	for _, gvk := range []schema.GroupVersionKind{machineDeploymentGV, machineSetGVK, machineGVK, monolithMachineGVK, monolithClusterGVK, ipAddressClaimGVK, ipAddressGVK} {
+	for _, gvk := range []schema.GroupVersionKind{kubeadmControlPlaneGVK, machineDeploymentGV, machineSetGVK, machineGVK, kubeadmConfigGVK, monolithMachineGVK, monolithClusterGVK, ipAddressClaimGVK, ipAddressGVK} {
 		Eventually(func() ([]unstructured.Unstructured, error) {
 			return list(ctx, gvk, namespace)
 		}).WithTimeout(deleteTimeout).WithPolling(poll).Should(BeEmpty(), "%s left in %s", gvk.Kind, namespace)

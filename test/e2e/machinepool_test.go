@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -11,13 +10,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 )
 
 var monolithMachinePoolGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "MonolithMachinePool"}
 
-// The machinepool flavor: a MachinePool backed by a MonolithMachinePool,
-// with one MonolithMachine and one Machine per instance.
+// The machinepool flavor: a KubeadmControlPlane, and a MachinePool backed
+// by a MonolithMachinePool (bootstrapped by one KubeadmConfig), with one
+// MonolithMachine and one Machine per instance.
 var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, func() {
 	const name = "pool"
 	var namespace string
@@ -28,18 +27,11 @@ var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, fu
 		vars := templateVars(namespace, name)
 		vars["WORKER_MACHINE_COUNT"] = "2"
 		apply(ctx, render("cluster-template-machinepool.yaml", vars))
+		// Cluster API core makes a Machine per instance once it reaches the
+		// workload cluster (its MachinePool controller reads the cluster's
+		// Nodes first): the KubeadmControlPlane writes <cluster>-kubeconfig
+		// and the inMemory backend's workload API answers it.
 		expectClusterProvisioned(ctx, namespace, name)
-
-		// Cluster API core makes a Machine per instance only once it reaches
-		// the workload cluster (its MachinePool controller reads the
-		// cluster's Nodes first). No workload cluster runs here, so the
-		// management apiserver plays it, through the <cluster>-kubeconfig
-		// Secret a control plane provider would write.
-		kubeconfig, err := os.ReadFile(env.KubeconfigPath)
-		Expect(err).NotTo(HaveOccurred())
-		cluster := &clusterv1.Cluster{}
-		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
-		Expect(env.Client.Create(ctx, kubeconfigutil.GenerateSecret(cluster, kubeconfig))).To(Succeed())
 	})
 
 	// expectInstances waits until the pool has n instances: n provider IDs
@@ -55,10 +47,8 @@ var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, fu
 			replicas, _, _ := unstructured.NestedInt64(infra.Object, "status", "replicas")
 			g.Expect(replicas).To(BeEquivalentTo(n), "MonolithMachinePool status.replicas")
 
-			// Cluster API core makes a Machine for each of these only once
-			// it reaches the workload cluster's API (its MachinePool
-			// controller reads Nodes first), which no cluster here answers
-			// yet: the MonolithMachines are the instances.
+			// One MonolithMachine per instance, each with its Node in the
+			// workload cluster.
 			instances, err := list(ctx, monolithMachineGVK, namespace, client.MatchingLabels{clusterv1.MachinePoolNameLabel: pool})
 			g.Expect(err).NotTo(HaveOccurred())
 			var instanceIDs []string
@@ -83,6 +73,11 @@ var _ = Describe("A cluster from cluster-template-machinepool.yaml", Ordered, fu
 				instanceNames = append(instanceNames, m.GetName())
 			}
 			g.Expect(machineInfra).To(ConsistOf(instanceNames), "one Machine per instance")
+
+			// The MachinePool counts the instances whose Node is ready.
+			mp := &clusterv1.MachinePool{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pool}, mp)).To(Succeed())
+			g.Expect(mp.Status.ReadyReplicas).To(HaveValue(BeEquivalentTo(n)), "MachinePool status.readyReplicas")
 		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
 	}
 

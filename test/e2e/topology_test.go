@@ -17,8 +17,6 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/dev"
-	"github.com/capi-monolith/capi-monolith/dev/capimodule"
-	"github.com/capi-monolith/capi-monolith/dev/crds"
 	rtxapi "github.com/capi-monolith/capi-monolith/runtimeext/api"
 )
 
@@ -33,21 +31,6 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 	var namespace string
 
 	BeforeAll(func(ctx SpecContext) {
-		// The class's control plane and bootstrap templates are kubeadm's:
-		// their CRDs, from the pinned Cluster API module, are enough for the
-		// topology controller (no kubeadm provider runs here).
-		capi, err := capimodule.Locate()
-		Expect(err).NotTo(HaveOccurred())
-		for _, dir := range []string{"controlplane/kubeadm/config/crd/bases", "bootstrap/kubeadm/config/crd/bases"} {
-			list, err := crds.ReadDir(capi.Dir + "/" + dir)
-			Expect(err).NotTo(HaveOccurred())
-			for _, crd := range list {
-				// The contract label kustomize adds in Cluster API's release
-				// manifests, which core reads to pick the served version.
-				crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
-			}
-			Expect(crds.Install(ctx, env.Config, list)).To(Succeed())
-		}
 		By("waiting for Cluster API core to discover the runtime extension")
 		Eventually(func(g Gomega) {
 			ext := &runtimev1.ExtensionConfig{}
@@ -102,6 +85,12 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 			"name":  "monolithAddressPools",
 			"value": []any{map[string]any{"kind": "MonolithIPPool", "name": "nodes"}},
 		}), "spec", "topology", "variables")).To(Succeed())
+		// A MachinePool of the class's machinePools class too: the
+		// topology controller makes it from the MonolithMachinePoolTemplate
+		// (patched by our extension) and the KubeadmConfigTemplate.
+		Expect(unstructured.SetNestedSlice(c.Object, []any{map[string]any{
+			"class": "default-worker", "name": "mp-0", "replicas": int64(1),
+		}}, "spec", "topology", "workers", "machinePools")).To(Succeed())
 		c.SetAnnotations(map[string]string{rtxapi.HoldAnnotation: "BeforeClusterDelete"})
 		apply(ctx, cluster)
 	})
@@ -123,6 +112,18 @@ var _ = Describe("A cluster from cluster-template-topology.yaml (ClusterClass wi
 				pools := nestedSlice(&o, "spec", "template", "spec", "addressesFromPools")
 				g.Expect(pools).To(ContainElement(HaveKeyWithValue("name", "nodes")), "GeneratePatches set the pools of %s", o.GetName())
 			}
+		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(coreAlive()).To(Succeed())
+			objs, err := list(ctx, monolithMachinePoolGVK, namespace, client.MatchingLabels{clusterv1.ClusterNameLabel: name})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(objs).To(HaveLen(1), "the topology controller creates the machine pool's MonolithMachinePool")
+			pools := nestedSlice(&objs[0], "spec", "template", "addressesFromPools")
+			g.Expect(pools).To(ContainElement(HaveKeyWithValue("name", "nodes")), "GeneratePatches set the pools of %s", objs[0].GetName())
+			mps := &clusterv1.MachinePoolList{}
+			g.Expect(env.Client.List(ctx, mps, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			g.Expect(mps.Items).To(HaveLen(1))
+			g.Expect(mps.Items[0].Spec.Template.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"), "from the class's KubeadmConfigTemplate")
 		}).WithTimeout(provisionTimeout).WithPolling(poll).Should(Succeed())
 		Expect(hookCalls("GeneratePatches")).To(BeNumerically(">", 0))
 		Expect(hookCalls("ValidateTopology")).To(BeNumerically(">", 0))
