@@ -40,8 +40,8 @@ const (
 // workloadKubeconfig writes the cluster's kubeconfig as a user gets it,
 // with the real clusterctl of the tool cache (`clusterctl get kubeconfig`,
 // reading the management cluster through the dev environment's admin
-// kubeconfig), and returns its path.
-func workloadKubeconfig(ctx context.Context, namespace, name string) string {
+// kubeconfig), into dir, and returns its path.
+func workloadKubeconfig(ctx context.Context, dir, namespace, name string) string {
 	Expect(env.Clusterctl).NotTo(BeEmpty(), "clusterctl is not in the tool cache: run `make clusterctl` or set CLUSTERCTL")
 	cmd := exec.CommandContext(ctx, env.Clusterctl, "get", "kubeconfig", name, "-n", namespace, "--kubeconfig", env.KubeconfigPath)
 	// clusterctl keeps its config under $HOME; give it one of its own.
@@ -51,7 +51,7 @@ func workloadKubeconfig(ctx context.Context, namespace, name string) string {
 	out, err := cmd.Output()
 	Expect(err).NotTo(HaveOccurred(), "clusterctl get kubeconfig: %s", stderr.String())
 	Expect(string(out)).To(ContainSubstring("certificate-authority-data"))
-	path := filepath.Join(GinkgoT().TempDir(), name+".kubeconfig")
+	path := filepath.Join(dir, name+".kubeconfig")
 	Expect(os.WriteFile(path, out, 0o600)).To(Succeed())
 	return path
 }

@@ -36,6 +36,8 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		namespace  string
 		kubeconfig string
 		dump       func() string
+		// dir outlives every spec of the container (a spec's TempDir does not).
+		dir string
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -44,7 +46,8 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		vars["CONTROL_PLANE_MACHINE_COUNT"] = "3"
 		vars["WORKER_MACHINE_COUNT"] = strconv.Itoa(workers)
 		apply(ctx, render("cluster-template.yaml", vars))
-		dump = clusterDump(ctx, namespace, name)
+		dump = clusterDump(context.Background(), namespace, name)
+		dir = GinkgoT().TempDir()
 	})
 
 	It("should come alive: Cluster and KCP Available, every Machine Running, 5 Ready nodes in kubectl", func(ctx SpecContext) {
@@ -53,7 +56,7 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 			Expect(m.Status.NodeRef.Name).To(Equal(m.Name), "the Node is named after its machine")
 		}
 
-		kubeconfig = workloadKubeconfig(ctx, namespace, name)
+		kubeconfig = workloadKubeconfig(ctx, dir, namespace, name)
 		Eventually(ctx, func(g Gomega) {
 			ready, all, err := readyNodes(ctx, kubeconfig)
 			g.Expect(err).NotTo(HaveOccurred())
