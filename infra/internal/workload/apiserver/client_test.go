@@ -66,7 +66,7 @@ func TestDiscoveryListsEveryServedResource(t *testing.T) {
 			for _, gr := range groups {
 				groupNames = append(groupNames, gr.Name)
 			}
-			g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy"))
+			g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy", "storage.k8s.io"))
 			served := map[string]metav1.APIResource{}
 			for _, l := range lists {
 				for _, r := range l.APIResources {
@@ -79,6 +79,7 @@ func TestDiscoveryListsEveryServedResource(t *testing.T) {
 				"apps/v1/daemonsets", "coordination.k8s.io/v1/leases", "rbac.authorization.k8s.io/v1/clusterroles",
 				"rbac.authorization.k8s.io/v1/clusterrolebindings", "rbac.authorization.k8s.io/v1/roles",
 				"rbac.authorization.k8s.io/v1/rolebindings", "policy/v1/poddisruptionbudgets",
+				"storage.k8s.io/v1/volumeattachments",
 			} {
 				g.Expect(served).To(HaveKey(want))
 			}

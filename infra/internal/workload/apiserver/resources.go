@@ -37,12 +37,13 @@ func (r *resource) storeResource() store.Resource {
 var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 var (
-	coreV1   = schema.GroupVersion{Version: "v1"}
-	appsV1   = schema.GroupVersion{Group: "apps", Version: "v1"}
-	rbacV1   = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
-	coordV1  = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
-	eventsV1 = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
-	policyV1 = schema.GroupVersion{Group: "policy", Version: "v1"}
+	coreV1    = schema.GroupVersion{Version: "v1"}
+	appsV1    = schema.GroupVersion{Group: "apps", Version: "v1"}
+	rbacV1    = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
+	coordV1   = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	eventsV1  = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
+	policyV1  = schema.GroupVersion{Group: "policy", Version: "v1"}
+	storageV1 = schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
 )
 
 // resources is everything served. Core and events.k8s.io Events are stored
@@ -66,6 +67,9 @@ var resources = []*resource{
 	{gv: coordV1, name: "leases", singular: "lease", kind: "Lease", namespaced: true},
 	{gv: eventsV1, name: "events", singular: "event", kind: "Event", namespaced: true, shortNames: []string{"ev"}},
 	{gv: policyV1, name: "poddisruptionbudgets", singular: "poddisruptionbudget", kind: "PodDisruptionBudget", namespaced: true, shortNames: []string{"pdb"}, status: true},
+	// Cluster API core lists VolumeAttachments before it deletes a drained
+	// Machine's Node; an unserved kind keeps the Machine deleting forever.
+	{gv: storageV1, name: "volumeattachments", singular: "volumeattachment", kind: "VolumeAttachment", status: true},
 }
 
 // groupVersions in the order discovery lists them (core first).
