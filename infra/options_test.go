@@ -30,3 +30,33 @@ func TestDockerManagementClusterFlag(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("management cluster identity")), "value %q", bad)
 	}
 }
+
+// The workload API's address and ports are checked when the flags are
+// parsed: an address clients cannot dial and malformed ranges fail.
+func TestInMemoryWorkloadFlags(t *testing.T) {
+	g := NewWithT(t)
+	parse := func(args ...string) (infra.Options, error) {
+		o := infra.DefaultOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.BindFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.InMemoryWorkloadAddress.String()).To(Equal("127.0.0.1"))
+	g.Expect(o.InMemoryWorkloadPorts.String()).To(Equal("20000-23999"))
+
+	o, err = parse("--inmemory-workload-address=10.0.0.5", "--inmemory-workload-port-range=30000-30009")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.InMemoryWorkloadAddress.String()).To(Equal("10.0.0.5"))
+	g.Expect(o.InMemoryWorkloadPorts.Size()).To(Equal(10))
+
+	for _, bad := range []string{"0.0.0.0", "::", "localhost", "10.0.0.300"} {
+		_, err = parse("--inmemory-workload-address=" + bad)
+		g.Expect(err).To(HaveOccurred(), "address %q", bad)
+	}
+	for _, bad := range []string{"0-10", "20-10", "1-70000", "a-b", "100-"} {
+		_, err = parse("--inmemory-workload-port-range=" + bad)
+		g.Expect(err).To(MatchError(ContainSubstring("invalid port range")), "range %q", bad)
+	}
+}

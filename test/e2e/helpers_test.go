@@ -23,6 +23,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/cluster-api/util/conditions"
 )
 
 const (
@@ -173,7 +174,13 @@ func machinesIn(ctx context.Context, namespace, cluster string, phase clusterv1.
 			return nil, fmt.Errorf("machine %s has no Node yet (phase %q)", m.Name, m.Status.Phase)
 		}
 		if m.Status.Phase != string(phase) {
-			return nil, fmt.Errorf("machine %s is in phase %q, want %q", m.Name, m.Status.Phase, phase)
+			// A Machine being deleted says what it waits for (drain, volume
+			// detach, its infrastructure, its Node).
+			deleting := ""
+			if c := conditions.Get(&m, clusterv1.MachineDeletingCondition); c != nil {
+				deleting = fmt.Sprintf(" (Deleting %s: %s)", c.Reason, c.Message)
+			}
+			return nil, fmt.Errorf("machine %s is in phase %q, want %q%s", m.Name, m.Status.Phase, phase, deleting)
 		}
 		infra, err := get(ctx, monolithMachineGVK, namespace, m.Spec.InfrastructureRef.Name)
 		if err != nil {
