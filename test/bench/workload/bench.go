@@ -91,9 +91,17 @@ type Result struct {
 	// Start and End are the readings at the first create and when every
 	// machine ran: peak RSS (VmHWM) and CPU.
 	Start, End Usage
-	// Workload is the number of workload API listeners (MonolithClusters
+	// Endpoints is the number of workload API listeners (MonolithClusters
 	// with an endpoint) at the end.
 	Endpoints int
+	// Incomplete says what was reached when -timeout ended the wait; the
+	// other figures are then those of that moment.
+	Incomplete string
+	// Progress is what the wait saw every 30 s.
+	Progress []string
+	// ListErrors counts the lists of the wait that failed (an apiserver
+	// too busy to answer in time) and were retried.
+	ListErrors int
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -203,16 +211,24 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 
 // wait lists Machines and KubeadmControlPlanes every cfg.Poll until every
 // Machine is Running with a nodeRef and every control plane Available.
-func wait(ctx context.Context, c client.Client, dev *Dev, cfg Config, start time.Time, r *Result, log io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start time.Time, r *Result, log io.Writer) error {
+	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
 	defer cancel()
 	running := map[string]time.Duration{}
 	lastReport := time.Now()
 	for {
 		now := time.Since(start)
 		machines := &clusterv1.MachineList{}
-		if err := c.List(ctx, machines, client.InNamespace(cfg.Namespace)); err != nil {
-			return fmt.Errorf("failed to list Machines: %w", err)
+		kcps := &controlplanev1.KubeadmControlPlaneList{}
+		err := c.List(ctx, machines, client.InNamespace(cfg.Namespace))
+		if err == nil {
+			err = c.List(ctx, kcps, client.InNamespace(cfg.Namespace))
+		}
+		if err != nil && ctx.Err() == nil {
+			// A loaded apiserver answers a list with a timeout now and
+			// then; the next poll asks again.
+			r.ListErrors++
+			fmt.Fprintf(log, "  %s: list failed, retrying: %v\n", now.Round(time.Second), err)
 		}
 		for _, m := range machines.Items {
 			if _, seen := running[m.Name]; !seen && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
@@ -221,10 +237,6 @@ func wait(ctx context.Context, c client.Client, dev *Dev, cfg Config, start time
 		}
 		if len(running) >= r.Machines && r.MachinesRunning == 0 {
 			r.MachinesRunning = now
-		}
-		kcps := &controlplanev1.KubeadmControlPlaneList{}
-		if err := c.List(ctx, kcps, client.InNamespace(cfg.Namespace)); err != nil {
-			return fmt.Errorf("failed to list KubeadmControlPlanes: %w", err)
 		}
 		available := 0
 		for i := range kcps.Items {
@@ -245,13 +257,26 @@ func wait(ctx context.Context, c client.Client, dev *Dev, cfg Config, start time
 		}
 		if time.Since(lastReport) >= 30*time.Second {
 			lastReport = time.Now()
-			fmt.Fprintf(log, "  %s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s)\n",
+			line := fmt.Sprintf("%s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s)",
 				now.Round(time.Second), len(machines.Items), len(running), r.Machines, available, r.Clusters, harness.LoadAverage())
+			r.Progress = append(r.Progress, line)
+			fmt.Fprintf(log, "  %s\n", line)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("after %s: %d/%d Machines Running with a nodeRef, %d/%d control planes Available: %w",
-				time.Since(start).Round(time.Second), len(running), r.Machines, available, r.Clusters, ctx.Err())
+			if parent.Err() != nil {
+				return parent.Err()
+			}
+			// -timeout: the figures of this moment are still worth having.
+			r.Incomplete = fmt.Sprintf("after %s (-timeout): %d/%d Machines Running with a nodeRef, %d/%d control planes Available",
+				time.Since(start).Round(time.Second), len(running), r.Machines, available, r.Clusters)
+			r.AllDone = time.Since(start)
+			for _, t := range running {
+				r.Running = append(r.Running, t)
+			}
+			slices.Sort(r.Running)
+			fmt.Fprintf(log, "  not done %s\n", r.Incomplete)
+			return nil
 		case <-dev.Exited():
 			return fmt.Errorf("capi-monolith dev exited while the clusters came up: %w", dev.exitError())
 		case <-time.After(cfg.Poll):

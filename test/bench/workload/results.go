@@ -13,13 +13,23 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
+func reached(d time.Duration) string {
+	if d == 0 {
+		return "not reached"
+	}
+	return seconds(d)
+}
+
 // summary is the headline table.
 func summary(cfg Config, r Run) *report.Table {
 	t := &report.Table{Columns: []string{"figure", "value"}}
 	t.Add("clusters × (control plane + workers)", fmt.Sprintf("%d × (1 + %d) = %d machines", r.Clusters, cfg.Workers, r.Machines))
 	t.Add("objects created (unthrottled client)", seconds(r.Created))
-	t.Add("every Machine Running with a nodeRef", seconds(r.MachinesRunning))
-	t.Add("every KubeadmControlPlane Available", seconds(r.ControlPlanesAvailable))
+	t.Add("every Machine Running with a nodeRef", reached(r.MachinesRunning))
+	t.Add("every KubeadmControlPlane Available", reached(r.ControlPlanesAvailable))
+	if r.Incomplete != "" {
+		t.Add("NOT DONE", r.Incomplete)
+	}
 	t.Add("Machines Running: p50 / p90 / p99", fmt.Sprintf("%s / %s / %s", seconds(r.Percentile(0.5)), seconds(r.Percentile(0.9)), seconds(r.Percentile(0.99))))
 	t.Add("workload API listeners", fmt.Sprint(r.Endpoints))
 	t.Add("capi-monolith peak RSS (VmHWM, lifetime)", fmt.Sprintf("%.1f MiB", mib(r.End[PartMonolith].Memory.Peak)))
@@ -69,5 +79,12 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return perProcess(r).WriteMarkdown(w)
+	if err := perProcess(r).WriteMarkdown(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s). Lists of the wait that failed and were retried: %d.\n\nProgress, every 30 s:\n\n", seconds(r.AllDone), r.ListErrors)
+	for _, line := range r.Progress {
+		fmt.Fprintf(w, "- %s\n", line)
+	}
+	return nil
 }
