@@ -66,7 +66,7 @@ func DefaultConfig() Config {
 		BootstrapDelay:    time.Second,
 		Namespace:         "bench-workload",
 		Concurrency:       16,
-		Poll:              2 * time.Second,
+		Poll:              5 * time.Second,
 		Settle:            30 * time.Second,
 		Window:            10 * time.Second,
 		Timeout:           40 * time.Minute,
