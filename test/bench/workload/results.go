@@ -47,7 +47,7 @@ func summary(cfg Config, r Run) *report.Table {
 // perProcess is each part's memory and CPU.
 func perProcess(r Run) *report.Table {
 	wall := r.AllDone
-	t := &report.Table{Columns: []string{"process", "steady RSS before (MiB)", "steady RSS after (MiB)", "per cluster (KiB)", "peak RSS (MiB)", "CPU while coming up (s)", "cores"}}
+	t := &report.Table{Columns: []string{"process", "steady RSS before (MiB)", "steady RSS after (MiB)", "per cluster (KiB)", "peak RSS when all ran (MiB)", "CPU while coming up (s)", "cores"}}
 	for _, p := range Parts {
 		cpu := r.End[p].CPU - r.Start[p].CPU
 		t.Add(string(p),
