@@ -190,8 +190,10 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.End, err = dev.Read(); err != nil {
 		return r, err
 	}
-	fmt.Fprintf(log, "  every machine Running in %s, every control plane Available in %s\n",
-		r.MachinesRunning.Round(100*time.Millisecond), r.ControlPlanesAvailable.Round(100*time.Millisecond))
+	if r.Incomplete == "" {
+		fmt.Fprintf(log, "  every machine Running in %s, every control plane Available in %s\n",
+			r.MachinesRunning.Round(100*time.Millisecond), r.ControlPlanesAvailable.Round(100*time.Millisecond))
+	}
 
 	list := &infrav1.MonolithClusterList{}
 	if err := c.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
