@@ -162,7 +162,7 @@ help: ## Show this help.
 BENCH_IPAM_ARGS     ?= -n 1000,10000 -runs 3
 
 .PHONY: bench
-bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks ## Run every benchmark, one after another, and write its results under test/bench/results.
+bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks bench-workload ## Run every benchmark, one after another, and write its results under test/bench/results.
 
 .PHONY: bench-sharedcache
 bench-sharedcache: envtest-assets ## Benchmark one process with every module against three, on 1,000 clusters: steady RSS and watches (args: BENCH_SHAREDCACHE_ARGS).
@@ -183,6 +183,10 @@ bench-ipam: envtest-assets ## Benchmark IPAM claim fulfilment against envtest (a
 .PHONY: bench-hooks
 bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in the manager, against envtest): lifecycle calls/s and p50/p99 at 500 calls/s, GeneratePatches on 50 MDs (args: BENCH_HOOKS_ARGS).
 	go run ./test/bench/hooks $(BENCH_HOOKS_ARGS)
+
+.PHONY: bench-workload
+bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters (KCP of 1 + MachineDeployment of 3, inMemory) from capi-monolith dev: time to all Running, peak and per-cluster RSS of the binary and the managers (args: BENCH_WORKLOAD_ARGS, e.g. -clusters 500 -out test/bench/results/workload-500.md).
+	go run ./test/bench/workload $(BENCH_WORKLOAD_ARGS)
 
 ##@ Release
 

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+)
+
+// Config is what a run measures.
+type Config struct {
+	// Clusters is how many workload clusters are created at once.
+	Clusters int
+	// Workers is the MachineDeployment's replicas per cluster (the control
+	// plane is always one machine).
+	Workers int
+	// KubernetesVersion of the control plane and the workers.
+	KubernetesVersion string
+	// ProvisioningDelay and BootstrapDelay are the inMemory backend's
+	// simulated delays, per machine.
+	ProvisioningDelay, BootstrapDelay time.Duration
+	// Namespace holds every cluster.
+	Namespace string
+	// Workers creating the objects.
+	Concurrency int
+	// Poll is how often the Machines and control planes are listed while
+	// waiting; the times are exact to within it.
+	Poll time.Duration
+	// Settle and Window: steady RSS is the mean of VmRSS read once a second
+	// for Window, Settle after dev is ready and again after every machine is
+	// Running.
+	Settle, Window time.Duration
+	// Timeout bounds the wait for every machine.
+	Timeout time.Duration
+	// DevArgs are added to `capi-monolith dev`'s command line.
+	DevArgs []string
+}
+
+// DefaultConfig is `make bench-workload`: 100 clusters of 1 control plane
+// machine and 3 workers.
+func DefaultConfig() Config {
+	return Config{
+		Clusters:          100,
+		Workers:           3,
+		KubernetesVersion: "v1.36.3",
+		ProvisioningDelay: time.Second,
+		BootstrapDelay:    time.Second,
+		Namespace:         "bench-workload",
+		Concurrency:       16,
+		Poll:              5 * time.Second,
+		Settle:            30 * time.Second,
+		Window:            10 * time.Second,
+		Timeout:           40 * time.Minute,
+	}
+}
+
+// Result is one run's figures.
+type Result struct {
+	Clusters, Machines int
+	// Created is the time from the first create to the last.
+	Created time.Duration
+	// MachinesRunning: from the first create until every Machine was
+	// Running with a nodeRef; ControlPlanesAvailable: until every
+	// KubeadmControlPlane was Available; AllDone is the later of the two.
+	MachinesRunning, ControlPlanesAvailable, AllDone time.Duration
+	// Running holds, for each Machine, when it was first seen Running with
+	// a nodeRef (from the first create), sorted.
+	Running []time.Duration
+	// Before and After are the steady RSS of each part before the clusters
+	// were created and once every machine ran.
+	Before, After map[Part]uint64
+	// Start and End are the readings at the first create and when every
+	// machine ran: peak RSS (VmHWM) and CPU.
+	Start, End Usage
+	// Endpoints is the number of workload API listeners (MonolithClusters
+	// with an endpoint) at the end.
+	Endpoints int
+	// Incomplete says what was reached when -timeout ended the wait; the
+	// other figures are then those of that moment.
+	Incomplete string
+	// Progress is what the wait saw every 30 s.
+	Progress []string
+	// ListErrors counts the lists of the wait that failed (an apiserver
+	// too busy to answer in time) and were retried.
+	ListErrors int
+}
+
+// PerCluster is the steady RSS that one workload cluster added to part.
+func (r Result) PerCluster(part Part) float64 {
+	return (float64(r.After[part]) - float64(r.Before[part])) / float64(r.Clusters)
+}
+
+// Percentile of the Machines' times to Running.
+func (r Result) Percentile(p float64) time.Duration {
+	if len(r.Running) == 0 {
+		return 0
+	}
+	i := int(float64(len(r.Running)-1) * p)
+	return r.Running[i]
+}
+
+// NewScheme knows every kind the benchmark creates or reads.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme,
+		controlplanev1.AddToScheme, infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Measure runs once against a ready dev: steady RSS before, N clusters
+// created at once through an unthrottled client, the wait until every
+// Machine is Running with a nodeRef and every control plane Available, and
+// steady RSS after. Progress goes to log.
+func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, error) {
+	r := Result{Clusters: cfg.Clusters, Machines: cfg.Clusters * (1 + cfg.Workers)}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", dev.Kubeconfig)
+	if err != nil {
+		return r, fmt.Errorf("failed to read dev's kubeconfig: %w", err)
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return r, err
+	}
+	// The feeding client has no client-side rate limit, so that creating
+	// the objects is never what the figures measure.
+	c, err := harness.NewClient(restCfg, scheme, harness.Unthrottled)
+	if err != nil {
+		return r, err
+	}
+	fmt.Fprintf(log, "  steady RSS before: waiting %s, then reading for %s\n", cfg.Settle, cfg.Window)
+	if r.Before, err = dev.SteadyRSS(ctx, cfg.Settle, cfg.Window); err != nil {
+		return r, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace}}); err != nil {
+		return r, fmt.Errorf("failed to create namespace %s: %w", cfg.Namespace, err)
+	}
+	objects := make([][]*unstructured.Unstructured, cfg.Clusters)
+	for i := range objects {
+		if objects[i], err = clusterObjects(cfg, clusterName(i)); err != nil {
+			return r, err
+		}
+	}
+
+	if r.Start, err = dev.Read(); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	fmt.Fprintf(log, "  creating %d clusters (%d machines) with %d goroutines, unthrottled\n", cfg.Clusters, r.Machines, cfg.Concurrency)
+	if err := harness.ForEach(ctx, cfg.Clusters, cfg.Concurrency, func(ctx context.Context, i int) error {
+		for _, obj := range objects[i] {
+			if err := c.Create(ctx, obj); err != nil {
+				return fmt.Errorf("failed to create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	r.Created = time.Since(start)
+	fmt.Fprintf(log, "  created in %s\n", r.Created.Round(10*time.Millisecond))
+
+	if err := wait(ctx, c, dev, cfg, start, &r, log); err != nil {
+		return r, err
+	}
+	if r.End, err = dev.Read(); err != nil {
+		return r, err
+	}
+	if r.Incomplete == "" {
+		fmt.Fprintf(log, "  every machine Running in %s, every control plane Available in %s\n",
+			r.MachinesRunning.Round(100*time.Millisecond), r.ControlPlanesAvailable.Round(100*time.Millisecond))
+	}
+
+	list := &infrav1.MonolithClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
+		return r, fmt.Errorf("failed to list MonolithClusters: %w", err)
+	}
+	for _, mc := range list.Items {
+		if mc.Spec.ControlPlaneEndpoint.Port != 0 {
+			r.Endpoints++
+		}
+	}
+	fmt.Fprintf(log, "  steady RSS after: waiting %s, then reading for %s\n", cfg.Settle, cfg.Window)
+	if r.After, err = dev.SteadyRSS(ctx, cfg.Settle, cfg.Window); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// wait lists Machines and KubeadmControlPlanes every cfg.Poll until every
+// Machine is Running with a nodeRef and every control plane Available.
+func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start time.Time, r *Result, log io.Writer) error {
+	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
+	defer cancel()
+	running := map[string]time.Duration{}
+	lastReport := time.Now()
+	for {
+		now := time.Since(start)
+		machines := &clusterv1.MachineList{}
+		kcps := &controlplanev1.KubeadmControlPlaneList{}
+		err := c.List(ctx, machines, client.InNamespace(cfg.Namespace))
+		if err == nil {
+			err = c.List(ctx, kcps, client.InNamespace(cfg.Namespace))
+		}
+		if err != nil && ctx.Err() == nil {
+			// A loaded apiserver answers a list with a timeout now and
+			// then; the next poll asks again.
+			r.ListErrors++
+			fmt.Fprintf(log, "  %s: list failed, retrying: %v\n", now.Round(time.Second), err)
+		}
+		for _, m := range machines.Items {
+			if _, seen := running[m.Name]; !seen && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
+				running[m.Name] = now
+			}
+		}
+		if len(running) >= r.Machines && r.MachinesRunning == 0 {
+			r.MachinesRunning = now
+		}
+		available := 0
+		for i := range kcps.Items {
+			if conditions.IsTrue(&kcps.Items[i], controlplanev1.KubeadmControlPlaneAvailableCondition) {
+				available++
+			}
+		}
+		if available >= r.Clusters && r.ControlPlanesAvailable == 0 {
+			r.ControlPlanesAvailable = now
+		}
+		if r.MachinesRunning > 0 && r.ControlPlanesAvailable > 0 {
+			r.AllDone = max(r.MachinesRunning, r.ControlPlanesAvailable)
+			for _, t := range running {
+				r.Running = append(r.Running, t)
+			}
+			slices.Sort(r.Running)
+			return nil
+		}
+		if time.Since(lastReport) >= 30*time.Second {
+			lastReport = time.Now()
+			line := fmt.Sprintf("%s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s)",
+				now.Round(time.Second), len(machines.Items), len(running), r.Machines, available, r.Clusters, harness.LoadAverage())
+			r.Progress = append(r.Progress, line)
+			fmt.Fprintf(log, "  %s\n", line)
+		}
+		select {
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return parent.Err()
+			}
+			// -timeout: the figures of this moment are still worth having.
+			r.Incomplete = fmt.Sprintf("after %s (-timeout): %d/%d Machines Running with a nodeRef, %d/%d control planes Available",
+				time.Since(start).Round(time.Second), len(running), r.Machines, available, r.Clusters)
+			r.AllDone = time.Since(start)
+			for _, t := range running {
+				r.Running = append(r.Running, t)
+			}
+			slices.Sort(r.Running)
+			fmt.Fprintf(log, "  not done %s\n", r.Incomplete)
+			return nil
+		case <-dev.Exited():
+			return fmt.Errorf("capi-monolith dev exited while the clusters came up: %w", dev.exitError())
+		case <-time.After(cfg.Poll):
+		}
+	}
+}
+
+func clusterName(i int) string { return fmt.Sprintf("wl-%04d", i) }
+
+// clusterTemplate is one workload cluster as a user would apply it: a
+// KubeadmControlPlane of one machine and a MachineDeployment of workers with
+// a KubeadmConfigTemplate, on the inMemory backend. It is kept here rather
+// than taken from the kustomize templates so that the benchmark measures
+// the same objects whatever the templates become.
+const clusterTemplate = `
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  clusterNetwork:
+    pods: {cidrBlocks: [192.168.0.0/16]}
+    services: {cidrBlocks: [10.96.0.0/12]}
+  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: NAME}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithCluster, name: NAME}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: MonolithCluster
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  backend:
+    inMemory: {}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: MonolithMachineTemplate
+metadata: {name: NAME-control-plane, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      backend:
+        inMemory: {provisioningDelay: PROVISIONING, bootstrapDelay: BOOTSTRAP}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  replicas: 1
+  version: VERSION
+  machineTemplate:
+    spec:
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: NAME-control-plane}
+  kubeadmConfigSpec:
+    initConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+    joinConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: MonolithMachineTemplate
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      backend:
+        inMemory: {provisioningDelay: PROVISIONING, bootstrapDelay: BOOTSTRAP}
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfigTemplate
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      joinConfiguration:
+        nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineDeployment
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  clusterName: NAME
+  replicas: WORKERS
+  template:
+    spec:
+      clusterName: NAME
+      version: VERSION
+      bootstrap:
+        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: NAME-md-0}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: NAME-md-0}
+`
+
+// clusterObjects returns one cluster's objects in creation order.
+func clusterObjects(cfg Config, name string) ([]*unstructured.Unstructured, error) {
+	text := strings.NewReplacer(
+		"NAMESPACE", cfg.Namespace, "NAME", name, "VERSION", cfg.KubernetesVersion,
+		"PROVISIONING", cfg.ProvisioningDelay.String(), "BOOTSTRAP", cfg.BootstrapDelay.String(),
+		"WORKERS", fmt.Sprint(cfg.Workers),
+	).Replace(clusterTemplate)
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(text, "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return nil, fmt.Errorf("failed to read the cluster template: %w", err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}

@@ -1,0 +1,130 @@
+// Command workload is the workload cluster benchmark (`make bench-workload`).
+// It starts the real `capi-monolith dev` (etcd, kube-apiserver, Cluster API
+// v1.14.2's core, kubeadm bootstrap and kubeadm control plane managers, and
+// this binary's modules), as a user starts it, and creates N workload
+// clusters at once (-clusters, default 100), each a KubeadmControlPlane of
+// one machine and a MachineDeployment of 3 workers with a
+// KubeadmConfigTemplate on the inMemory backend (1 s simulated provisioning
+// and bootstrap), through a client without client-side rate limit. It
+// measures
+//
+//   - the time from the first create until every Machine is Running with a
+//     nodeRef and every KubeadmControlPlane Available,
+//   - the peak resident memory (VmHWM) of the capi-monolith process, which
+//     serves every workload cluster's API, and its steady RSS before and
+//     after, hence the memory per workload cluster,
+//   - the same for the three Cluster API managers, kube-apiserver and etcd,
+//     reported apart, and the CPU each used while the clusters came up.
+//
+// It prints the figures and writes them to test/bench/results/workload.md
+// (-out). One run per invocation: a dev of hundreds of clusters takes many
+// minutes on this machine, and -clusters 500 is the larger size.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/report"
+	"github.com/capi-monolith/capi-monolith/test/envtest"
+)
+
+// defaultOut is the results file, relative to the repository root.
+const defaultOut = "test/bench/results/workload.md"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-workload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("bench-workload", flag.ContinueOnError)
+	fs.IntVar(&cfg.Clusters, "clusters", cfg.Clusters, "workload clusters created at once (the issue's second size is 500)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "MachineDeployment replicas per cluster (the control plane is one machine)")
+	fs.DurationVar(&cfg.ProvisioningDelay, "provisioning-delay", cfg.ProvisioningDelay, "the inMemory backend's simulated provisioning per machine")
+	fs.DurationVar(&cfg.BootstrapDelay, "bootstrap-delay", cfg.BootstrapDelay, "the inMemory backend's simulated bootstrap per machine")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "goroutines creating the clusters")
+	fs.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often Machines and control planes are listed while waiting")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait before each steady RSS reading")
+	fs.DurationVar(&cfg.Window, "window", cfg.Window, "how long VmRSS is read (once a second) for each steady reading")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the wait for every machine")
+	binary := fs.String("binary", "", "the capi-monolith binary to run (default: built from this tree)")
+	devArgs := fs.String("dev-args", "", "space-separated flags added to `capi-monolith dev`")
+	out := fs.String("out", defaultOut, "Markdown results file; empty writes none")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.Clusters < 1 || cfg.Workers < 0 || cfg.Concurrency < 1 || cfg.Poll <= 0 {
+		return errors.New("-clusters, -concurrency and -poll must be positive, -workers not negative")
+	}
+	cfg.DevArgs = strings.Fields(*devArgs)
+	ctrl.SetLogger(envtest.TestLogger())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	machine := harness.DescribeMachine(ctx)
+	r, err := runOnce(ctx, cfg, *binary, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := writeText(os.Stdout, cfg, r); err != nil {
+		return err
+	}
+	if *out == "" {
+		return nil
+	}
+	return report.WriteFile(*out, func(w io.Writer) error { return writeMarkdown(w, cfg, machine, r) })
+}
+
+// Run is one invocation's result with the conditions it ran under.
+type Run struct {
+	Result
+	// LoadBefore and LoadAfter are the load averages when dev was ready
+	// and when every machine ran.
+	LoadBefore, LoadAfter string
+}
+
+// runOnce builds the binary unless given, starts dev, measures and stops dev.
+func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run, error) {
+	var run Run
+	dir, err := os.MkdirTemp("", "capi-monolith-bench-workload-")
+	if err != nil {
+		return run, fmt.Errorf("failed to create a folder for dev: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if binary == "" {
+		fmt.Fprintln(log, "building capi-monolith")
+		if binary, err = process.Build(ctx, dir); err != nil {
+			return run, err
+		}
+	}
+	fmt.Fprintf(log, "starting %s dev\n", binary)
+	dev, err := StartDev(ctx, binary, dir, cfg.DevArgs)
+	if err != nil {
+		return run, err
+	}
+	run.LoadBefore = harness.LoadAverage()
+	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", run.LoadBefore, cfg.Clusters, cfg.Workers)
+	run.Result, err = Measure(ctx, dev, cfg, log)
+	run.LoadAfter = harness.LoadAverage()
+	fmt.Fprintln(log, "stopping dev")
+	if stopErr := dev.Stop(); stopErr != nil {
+		// The figures stand; a slow stop is worth knowing about.
+		fmt.Fprintf(log, "stopping dev: %v\n", stopErr)
+	}
+	return run, err
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/capi-monolith/capi-monolith/test/envtest"
+)
+
+// TestSmoke runs the benchmark at two clusters: dev starts, every Machine
+// of both clusters becomes Running with a nodeRef, both control planes
+// Available, and the figures come out sensible.
+func TestSmoke(t *testing.T) {
+	g := NewWithT(t)
+	ctrl.SetLogger(envtest.TestLogger())
+	cfg := DefaultConfig()
+	cfg.Clusters, cfg.Workers = 2, 1
+	cfg.Settle, cfg.Window = time.Second, 2*time.Second
+	cfg.Timeout = 4 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	var log bytes.Buffer
+	r, err := runOnce(ctx, cfg, "", &log)
+	t.Log(log.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Machines).To(Equal(4))
+	g.Expect(r.Running).To(HaveLen(4))
+	g.Expect(r.Endpoints).To(Equal(2), "one workload API listener per cluster")
+	g.Expect(r.MachinesRunning).To(BeNumerically(">", 0))
+	for _, p := range Parts {
+		g.Expect(r.End[p].Memory.Peak).To(BeNumerically(">", 1<<20), string(p))
+		g.Expect(r.After[p]).To(BeNumerically(">", 1<<20), string(p))
+	}
+
+	var out bytes.Buffer
+	g.Expect(writeText(&out, cfg, r)).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("every Machine Running with a nodeRef"))
+}

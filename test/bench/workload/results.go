@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/report"
+)
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func reached(d time.Duration) string {
+	if d == 0 {
+		return "not reached"
+	}
+	return seconds(d)
+}
+
+// summary is the headline table.
+func summary(cfg Config, r Run) *report.Table {
+	t := &report.Table{Columns: []string{"figure", "value"}}
+	t.Add("clusters × (control plane + workers)", fmt.Sprintf("%d × (1 + %d) = %d machines", r.Clusters, cfg.Workers, r.Machines))
+	t.Add("objects created (unthrottled client)", seconds(r.Created))
+	t.Add("every Machine Running with a nodeRef", reached(r.MachinesRunning))
+	t.Add("every KubeadmControlPlane Available", reached(r.ControlPlanesAvailable))
+	if r.Incomplete != "" {
+		t.Add("NOT DONE", r.Incomplete)
+	}
+	t.Add("Machines Running: p50 / p90 / p99", fmt.Sprintf("%s / %s / %s", seconds(r.Percentile(0.5)), seconds(r.Percentile(0.9)), seconds(r.Percentile(0.99))))
+	t.Add("workload API listeners", fmt.Sprint(r.Endpoints))
+	t.Add("capi-monolith peak RSS (VmHWM, lifetime)", fmt.Sprintf("%.1f MiB", mib(r.End[PartMonolith].Memory.Peak)))
+	t.Add("capi-monolith peak RSS before the clusters", fmt.Sprintf("%.1f MiB", mib(r.Start[PartMonolith].Memory.Peak)))
+	t.Add("capi-monolith steady RSS before / after", fmt.Sprintf("%.1f / %.1f MiB", mib(r.Before[PartMonolith]), mib(r.After[PartMonolith])))
+	t.Add("capi-monolith RSS per workload cluster", fmt.Sprintf("%.0f KiB", r.PerCluster(PartMonolith)/1024))
+	managers := uint64(0)
+	for _, p := range []Part{PartCore, PartBootstrap, PartControlPlane} {
+		managers += r.After[p]
+	}
+	t.Add("three Cluster API managers, steady RSS after (sum)", fmt.Sprintf("%.1f MiB", mib(managers)))
+	return t
+}
+
+// perProcess is each part's memory and CPU.
+func perProcess(r Run) *report.Table {
+	wall := r.AllDone
+	t := &report.Table{Columns: []string{"process", "steady RSS before (MiB)", "steady RSS after (MiB)", "per cluster (KiB)", "peak RSS when all ran (MiB)", "CPU while coming up (s)", "cores"}}
+	for _, p := range Parts {
+		cpu := r.End[p].CPU - r.Start[p].CPU
+		t.Add(string(p),
+			fmt.Sprintf("%.1f", mib(r.Before[p])), fmt.Sprintf("%.1f", mib(r.After[p])),
+			fmt.Sprintf("%.0f", r.PerCluster(p)/1024), fmt.Sprintf("%.1f", mib(r.End[p].Memory.Peak)),
+			fmt.Sprintf("%.1f", cpu.Seconds()), fmt.Sprintf("%.2f", cpu.Seconds()/wall.Seconds()))
+	}
+	return t
+}
+
+func writeText(w io.Writer, cfg Config, r Run) error {
+	fmt.Fprintf(w, "\nworkload clusters from capi-monolith dev (load %s → %s)\n\n", r.LoadBefore, r.LoadAfter)
+	if err := summary(cfg, r).WriteText(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return perProcess(r).WriteText(w)
+}
+
+func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
+	fmt.Fprintf(w, "# Workload clusters from `capi-monolith dev` (`make bench-workload`)\n\n")
+	fmt.Fprintf(w, "%s, %s, %d CPUs, %s, commit %s. Load average (1/5/15 min) %s when dev was ready, %s when every machine ran.\n\n",
+		m.Date.Format("2006-01-02 15:04 UTC"), m.Arch, m.CPUs, m.GoVersion, m.Commit, r.LoadBefore, r.LoadAfter)
+	fmt.Fprintf(w, "%d clusters created at once in namespace `%s`, each a KubeadmControlPlane of 1 machine and a MachineDeployment of %d workers (KubeadmConfigTemplate), Kubernetes %s, inMemory backend with %s provisioning and %s bootstrap per machine; created by %d goroutines through a client with no client-side rate limit. Dev's own flags: %q. One run.\n\n",
+		r.Clusters, cfg.Namespace, cfg.Workers, cfg.KubernetesVersion, cfg.ProvisioningDelay, cfg.BootstrapDelay, cfg.Concurrency, cfg.DevArgs)
+	fmt.Fprintf(w, "Times are from the first create, exact to within the %s poll. Steady RSS is the mean VmRSS over %s, read %s after dev was ready (before) and %s after every machine ran (after); per cluster = (after − before) / %d.\n\n",
+		cfg.Poll, cfg.Window, cfg.Settle, cfg.Settle, r.Clusters)
+	if err := summary(cfg, r).WriteMarkdown(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := perProcess(r).WriteMarkdown(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s). Lists of the wait that failed and were retried: %d.\n\nProgress, every 30 s:\n\n", seconds(r.AllDone), r.ListErrors)
+	for _, line := range r.Progress {
+		fmt.Fprintf(w, "- %s\n", line)
+	}
+	return nil
+}
