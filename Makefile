@@ -146,7 +146,7 @@ fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server,
 	done
 
 .PHONY: test-e2e
-test-e2e: envtest-assets capi-managers docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
+test-e2e: envtest-assets capi-managers clusterctl docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
 
 .PHONY: test-chaos
