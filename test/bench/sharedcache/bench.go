@@ -39,8 +39,13 @@ type Config struct {
 	// the last GC's timing than about what the process keeps. 0 takes the
 	// first window as the steady RSS.
 	Idle time.Duration
-	// SteadyTimeout bounds the wait for the processes to become steady.
+	// SteadyTimeout bounds the wait for the processes to become steady,
+	// and then for AwaitMachines.
 	SteadyTimeout time.Duration
+	// AwaitMachines, when set, is how many MonolithMachines must be
+	// provisioned and Ready before the processes are stopped (the
+	// warm-up): a steady process may still be registering nodes.
+	AwaitMachines int
 	// HeapProfile, when set, is where the heap profile of (a)'s process is
 	// written at the end of each of its runs.
 	HeapProfile string
@@ -166,6 +171,24 @@ func Provisioned(ctx context.Context, c client.Client) (done, total int, err err
 	return done, len(list.Items), nil
 }
 
+// awaitProvisioned waits until want MonolithMachines are provisioned and
+// Ready, at most timeout.
+func awaitProvisioned(ctx context.Context, c client.Client, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, _, err := Provisioned(ctx, c)
+		if err == nil && done >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d MonolithMachines provisioned and Ready after %s (last error: %v)", done, want, timeout, err)
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 // Measure runs setup once: starts its processes, waits for their steady
 // state, samples them, stops them.
 func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run string) (Result, error) {
@@ -196,6 +219,11 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 	}
 	if err := process.WaitSteady(ctx, procs, cfg.SteadyTimeout); err != nil {
 		return Result{}, err
+	}
+	if cfg.AwaitMachines > 0 {
+		if err := awaitProvisioned(ctx, env.Client, cfg.AwaitMachines, cfg.SteadyTimeout); err != nil {
+			return Result{}, err
+		}
 	}
 	steadyAt := time.Now()
 	res := Result{Setup: setup, Steady: steadyAt.Sub(start)}

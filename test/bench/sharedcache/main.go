@@ -134,6 +134,7 @@ func runAll(ctx context.Context, cfg Config, log io.Writer) ([]Result, Loaded, e
 	start = time.Now()
 	warm := cfg
 	warm.Settle, warm.Idle = 0, 0 // only there to provision; its memory is not reported
+	warm.AwaitMachines = cfg.Clusters * cfg.MachinesPerCluster
 	if _, err := Measure(ctx, b, warm, OneProcess, "warmup"); err != nil {
 		return nil, loaded, fmt.Errorf("warm-up: %w", err)
 	}
