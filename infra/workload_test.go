@@ -206,3 +206,64 @@ func internalIP(mm *infrav1.MonolithMachine) string {
 	}
 	return ""
 }
+
+// A MonolithCluster whose recorded endpoint another process still listens
+// on (after clusterctl move, the source management cluster's manager until
+// it lets go) says so in its LoadBalancerAvailable condition, and is
+// served on that endpoint soon after it is let go: the wait is a short
+// recheck, not an error's growing backoff.
+func TestInMemoryClusterWaitsForItsRecordedEndpointToBeLetGo(t *testing.T) {
+	g := NewWithT(t)
+	start(t, managertest.Infra())
+	ns, err := env.CreateNamespace(ctx, "moved-endpoint")
+	g.Expect(err).NotTo(HaveOccurred())
+	n := ns.Name
+
+	// The other process: a listener on a port of the default range.
+	var held net.Listener
+	for port := 23999; port >= 20000 && held == nil; port-- {
+		held, _ = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	}
+	g.Expect(held).NotTo(BeNil(), "a free port in the workload range")
+	defer held.Close()
+	endpoint := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(held.Addr().(*net.TCPAddr).Port)}
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "moved"},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "moved"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	mc := &infrav1.MonolithCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "moved", Labels: map[string]string{clusterv1.ClusterNameLabel: "moved"}},
+		Spec: infrav1.MonolithClusterSpec{
+			ControlPlaneEndpoint: endpoint,
+			Backend:              infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}},
+		},
+	}
+	mc.OwnerReferences = ownedBy(cluster, "Cluster")
+	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, mc)
+		c := conditions.Get(mc, infrav1.LoadBalancerAvailableCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.WaitingForEndpointReason))
+		g.Expect(c.Message).To(ContainSubstring("another process listens on the endpoint"))
+	}, timeout).Should(Succeed())
+	g.Expect(mc.Status.Initialization.Provisioned).To(BeNil())
+
+	g.Expect(held.Close()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, mc)
+		g.Expect(mc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+	}, timeout).Should(Succeed())
+	g.Expect(mc.Spec.ControlPlaneEndpoint).To(Equal(endpoint), "served on the recorded endpoint")
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(endpoint.Host, strconv.Itoa(int(endpoint.Port))), time.Second)
+	g.Expect(err).NotTo(HaveOccurred(), "the manager listens on the endpoint")
+	_ = c.Close()
+
+	g.Expect(env.Client.Delete(ctx, mc)).To(Succeed())
+	g.Eventually(gone(mc), timeout).Should(BeTrue())
+}

@@ -94,6 +94,11 @@ func startProcess(t *testing.T, scheme *runtime.Scheme) *management {
 		case <-done:
 		case <-time.After(time.Minute):
 			_ = cmd.Process.Kill()
+			<-done
+		}
+		// Read once the process is gone: it no longer writes.
+		if t.Failed() {
+			t.Logf("capi-monolith dev (target) printed:\n%s", tail(stderr.String(), 200))
 		}
 	})
 	ready := make(chan struct{})
@@ -117,6 +122,15 @@ func startProcess(t *testing.T, scheme *runtime.Scheme) *management {
 	m.client, err = client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	return prepare(t, m)
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // prepare makes a management cluster one clusterctl move accepts as source
@@ -158,7 +172,7 @@ func provisioned(ctx context.Context, g Gomega, env *management, namespace strin
 	mc := &infrav1.MonolithClusterList{}
 	g.Expect(env.client.List(ctx, mc, client.InNamespace(namespace))).To(Succeed())
 	g.Expect(mc.Items).To(HaveLen(1))
-	g.Expect(mc.Items[0].Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+	g.Expect(mc.Items[0].Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "MonolithCluster %s: %v", mc.Items[0].Name, conditions.Get(&mc.Items[0], infrav1.LoadBalancerAvailableCondition))
 	mms := &infrav1.MonolithMachineList{}
 	g.Expect(env.client.List(ctx, mms, client.InNamespace(namespace))).To(Succeed())
 	g.Expect(mms.Items).To(HaveLen(n))

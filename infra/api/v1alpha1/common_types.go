@@ -37,6 +37,9 @@ const (
 	// WaitingForNodeReason: the workload cluster has no Node for the
 	// machine yet.
 	WaitingForNodeReason = "WaitingForNode"
+	// WaitingForEndpointReason: another process still holds the recorded
+	// control plane endpoint (after clusterctl move, the source's manager).
+	WaitingForEndpointReason = "WaitingForEndpoint"
 	// ProviderIDMismatchReason: the Node already has another provider ID,
 	// which Kubernetes does not let anyone change.
 	ProviderIDMismatchReason = "ProviderIDMismatch"

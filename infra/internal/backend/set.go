@@ -10,6 +10,12 @@ import (
 // docker without a reachable Docker Engine.
 var ErrUnavailable = errors.New("backend not available in this process")
 
+// ErrEndpointInUse is wrapped by ReconcileCluster when the cluster's
+// recorded control plane endpoint is held by another process for now
+// (after `clusterctl move`, the source's manager until it lets go): the
+// caller reports it and tries again shortly, not with an error's backoff.
+var ErrEndpointInUse = errors.New("the control plane endpoint is in use by another process")
+
 // Set holds one backend per kind; a nil one is unavailable.
 type Set struct {
 	Docker   Backend

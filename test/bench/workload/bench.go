@@ -99,6 +99,9 @@ type Result struct {
 	Incomplete string
 	// Progress is what the wait saw every 30 s.
 	Progress []string
+	// Stuck describes up to ten Machines not Running when -timeout ended
+	// the wait: where each one stopped, for whoever reads the result.
+	Stuck []string
 	// ListErrors counts the lists of the wait that failed (an apiserver
 	// too busy to answer in time) and were retried.
 	ListErrors int
@@ -277,13 +280,53 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 				r.Running = append(r.Running, t)
 			}
 			slices.Sort(r.Running)
+			r.Stuck = stuck(parent, c, machines.Items, running)
 			fmt.Fprintf(log, "  not done %s\n", r.Incomplete)
+			for _, line := range r.Stuck {
+				fmt.Fprintf(log, "    %s\n", line)
+			}
 			return nil
 		case <-dev.Exited():
 			return fmt.Errorf("capi-monolith dev exited while the clusters came up: %w", dev.exitError())
 		case <-time.After(cfg.Poll):
 		}
 	}
+}
+
+// stuck says, for up to ten Machines not seen Running, their phase and the
+// Machine's and MonolithMachine's conditions that are not True.
+func stuck(ctx context.Context, c client.Client, machines []clusterv1.Machine, running map[string]time.Duration) []string {
+	var out []string
+	for i := range machines {
+		m := &machines[i]
+		if _, ok := running[m.Name]; ok {
+			continue
+		}
+		if len(out) == 10 {
+			out = append(out, "…")
+			break
+		}
+		line := fmt.Sprintf("Machine %s: phase %q, nodeRef %q; not True: %s", m.Name, m.Status.Phase, m.Status.NodeRef.Name, notTrue(m.Status.Conditions))
+		mm := &infrav1.MonolithMachine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, mm); err == nil {
+			line += fmt.Sprintf("; MonolithMachine not True: %s", notTrue(mm.Status.Conditions))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func notTrue(cs []metav1.Condition) string {
+	var parts []string
+	for _, c := range cs {
+		if c.Status != metav1.ConditionTrue {
+			parts = append(parts, fmt.Sprintf("%s=%s %s %q", c.Type, c.Status, c.Reason, c.Message))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func clusterName(i int) string { return fmt.Sprintf("wl-%04d", i) }

@@ -86,5 +86,11 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 	for _, line := range r.Progress {
 		fmt.Fprintf(w, "- %s\n", line)
 	}
+	if len(r.Stuck) > 0 {
+		fmt.Fprintf(w, "\nMachines not Running when the wait ended:\n\n")
+		for _, line := range r.Stuck {
+			fmt.Fprintf(w, "- %s\n", line)
+		}
+	}
 	return nil
 }

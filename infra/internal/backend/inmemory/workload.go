@@ -39,6 +39,9 @@ func (b *Backend) serveWorkload(ctx context.Context, spec backend.ClusterSpec) (
 		ctrl.LoggerFrom(ctx).V(4).Info("The cluster's endpoint is not served by this process: no workload API", "endpoint", spec.Endpoint.Host)
 		return backend.ClusterStatus{Endpoint: spec.Endpoint}, nil
 	}
+	if errors.Is(err, hosting.ErrEndpointInUse) {
+		return backend.ClusterStatus{}, fmt.Errorf("%w: %w", backend.ErrEndpointInUse, err)
+	}
 	if err != nil {
 		return backend.ClusterStatus{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -31,6 +32,11 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=monolithmachines,verbs=get
+
+// endpointRecheck is how soon a cluster whose endpoint another process
+// holds tries again: the holder lets go within seconds, and an error's
+// exponential backoff would leave the cluster waiting for minutes after.
+const endpointRecheck = 2 * time.Second
 
 // Reconciler reconciles MonolithClusters.
 type Reconciler struct {
@@ -89,6 +95,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 		Backend:  mc.Spec.Backend,
 		Endpoint: mc.Spec.ControlPlaneEndpoint,
 	})
+	if errors.Is(err, backend.ErrEndpointInUse) {
+		setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.WaitingForEndpointReason, err.Error())
+		ctrl.LoggerFrom(ctx).V(2).Info("Waiting for the recorded endpoint to be let go", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: endpointRecheck}, nil
+	}
 	if err != nil {
 		setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.FailedReason, "Failed to provision the load balancer")
 		return ctrl.Result{}, fmt.Errorf("failed to provision the cluster infrastructure: %w", err)

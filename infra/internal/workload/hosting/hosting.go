@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +34,11 @@ import (
 // host other than Options.Address, or a port outside Options.Ports (an
 // endpoint a person set in the spec).
 var ErrNotHosted = errors.New("the endpoint is not on the workload API address and port range")
+
+// ErrEndpointInUse is returned for a recorded endpoint another process
+// listens on: after `clusterctl move`, the source management cluster's
+// manager until its sweep lets the port go. It passes; callers try again.
+var ErrEndpointInUse = errors.New("another process listens on the endpoint")
 
 // caRetry bounds how often a cluster whose CA Secret is missing is looked
 // up again: every client connection asks for it, and a Secret read goes to
@@ -212,7 +218,8 @@ func (h *Hosting) sweep(ctx context.Context) {
 // Serve makes sure cluster is served and returns its endpoint: the one it
 // is served on already, the recorded one (want, after a restart), or a
 // free port of the range. It returns ErrNotHosted for a recorded endpoint
-// this process cannot serve.
+// this process cannot serve, and ErrEndpointInUse for one another process
+// holds.
 func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want clusterv1.APIEndpoint) (clusterv1.APIEndpoint, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -230,6 +237,9 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 			return clusterv1.APIEndpoint{}, fmt.Errorf("%s: %w", endpointString(want), ErrNotHosted)
 		}
 		l, err := h.listen(int(want.Port))
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s's recorded endpoint %s: %w", cluster, endpointString(want), ErrEndpointInUse)
+		}
 		if err != nil {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("failed to listen on the recorded endpoint of cluster %s: %w", cluster, err)
 		}

@@ -102,6 +102,29 @@ func TestPortsAreHandedOutOncePerCluster(t *testing.T) {
 	g.Expect(h.Len()).To(Equal(1))
 }
 
+// A recorded endpoint another process listens on (the source management
+// cluster's manager, just after clusterctl move) is reported as in use, and
+// served once the other process lets it go.
+func TestRecordedEndpointHeldElsewhereIsServedOnceLetGo(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	r := freeRange(g, 2)
+	recorded := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(r.First)}
+	h := newHosting(g, r, recorded)
+	defer h.Remove(key("moved"))
+
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(r.First))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Serve(ctx, key("moved"), recorded)
+	g.Expect(errors.Is(err, hosting.ErrEndpointInUse)).To(BeTrue(), "%v", err)
+	g.Expect(h.Len()).To(BeZero())
+
+	g.Expect(held.Close()).To(Succeed())
+	got, err := h.Serve(ctx, key("moved"), recorded)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(recorded))
+}
+
 // An endpoint off the address or the range is not served, and says so.
 func TestEndpointsElsewhereAreNotHosted(t *testing.T) {
 	g := NewWithT(t)
