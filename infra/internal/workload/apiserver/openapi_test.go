@@ -330,6 +330,11 @@ func TestKubectlExplainsAppliesAndEditsWithOpenAPI(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("KIND:       Node"))
 	g.Expect(out).To(MatchRegexp(`FIELD:\s+taints <\[\]Taint>`))
 	g.Expect(out).To(MatchRegexp(`effect\s+<string> -required-`))
+	// The same from OpenAPI v2, as older kubectl explains.
+	out, err = kubectl("explain", "node.spec.taints", "--output", "plaintext-openapiv2")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`RESOURCE:\s+taints <\[\]Object>`))
+	g.Expect(out).To(MatchRegexp(`effect\s+<string> -required-`))
 
 	// Client-side apply: created, then changed by a three-way patch.
 	manifest := filepath.Join(dir, "cm.yaml")
