@@ -41,9 +41,9 @@ type Options struct {
 	// tools/portforward and Cluster API's KubeadmControlPlane (its etcd
 	// client) use it. Nil: pods/portforward is not served (404).
 	PortForward PortForwardFunc
-	// OpenAPI is where /openapi/v2 and /openapi/v3 come from, read on the
-	// first request for each and kept; while it fails they are 503. Nil:
-	// they are 404.
+	// OpenAPI is where /openapi/v2 and /openapi/v3 come from, filtered to
+	// what is served, read when first asked for and kept; while reading
+	// fails they are 503. Nil: they are 404.
 	OpenAPI OpenAPISource
 }
 
