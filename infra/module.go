@@ -21,6 +21,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/reconcilers/machine"
 	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
 	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/modules"
@@ -92,6 +93,13 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 // workloadHosting builds what serves the inMemory clusters' workload API,
 // one listener per cluster, closed when the manager stops.
 func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
+	// The management cluster's kube-apiserver serves the same built-in
+	// kinds: its OpenAPI, filtered to what the workload API serves, is the
+	// workload API's.
+	openAPI, err := apiserver.NewKubeAPIServerOpenAPI(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("failed to set up the inMemory workload API's OpenAPI source: %w", err)
+	}
 	h, err := hosting.New(hosting.Options{
 		Address: m.opts.InMemoryWorkloadAddress,
 		Ports:   m.opts.InMemoryWorkloadPorts,
@@ -107,7 +115,8 @@ func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
 			}
 			return endpoints, nil
 		},
-		Log: mgr.GetLogger().WithName("workload-api"),
+		Handler: apiserver.Options{OpenAPI: openAPI},
+		Log:     mgr.GetLogger().WithName("workload-api"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up the inMemory workload API: %w", err)

@@ -131,6 +131,15 @@ func TestInMemoryClusterServesItsWorkloadAPI(t *testing.T) {
 	g.Expect(node.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: internalIP(mm)}))
 	g.Expect(node.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
 
+	// Its OpenAPI is the management cluster's, filtered to what it serves.
+	openAPI, err := workload(g).Discovery().OpenAPIV3().Paths()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(openAPI).To(HaveKey("apis/apps/v1"))
+	g.Expect(openAPI).NotTo(HaveKey("apis/cluster.x-k8s.io/v1beta2"))
+	nodeSchema, err := openAPI["api/v1"].Schema("application/json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(nodeSchema)).To(ContainSubstring(`"io.k8s.api.core.v1.NodeSpec"`))
+
 	// A restarted manager serves the cluster on the same endpoint and
 	// registers the node again; a change made through the workload API
 	// is gone with the old process's memory, as it would be with a lost

@@ -1,5 +1,6 @@
 // Package apiserver serves a workload cluster's Kubernetes API over HTTP from
-// its store: discovery (aggregated and per group version), get, list, watch,
+// its store: discovery (aggregated and per group version), OpenAPI v2 and
+// v3 (a source's documents filtered to what is served), get, list, watch,
 // create, update, patch and delete for the kinds Cluster API's controllers
 // and kubectl use, with kube-apiserver's semantics (resourceVersion,
 // selectors, pagination, watch resume and 410 Gone, merge, strategic-merge,

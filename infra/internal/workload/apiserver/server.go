@@ -41,6 +41,10 @@ type Options struct {
 	// tools/portforward and Cluster API's KubeadmControlPlane (its etcd
 	// client) use it. Nil: pods/portforward is not served (404).
 	PortForward PortForwardFunc
+	// OpenAPI is where /openapi/v2 and /openapi/v3 come from, filtered to
+	// what is served, read when first asked for and kept; while reading
+	// fails they are 503. Nil: they are 404.
+	OpenAPI OpenAPISource
 }
 
 // Handler serves the Kubernetes API of the clusters StoreFor resolves.
@@ -51,6 +55,9 @@ type Handler struct {
 	fieldManagersMu sync.Mutex
 	fieldManagers   map[fieldManagerKey]*managedfields.FieldManager
 	typeConverter   managedfields.TypeConverter
+
+	// openAPI is nil without Options.OpenAPI.
+	openAPI *openAPI
 }
 
 var _ http.Handler = &Handler{}
@@ -70,7 +77,7 @@ func New(opts Options) (*Handler, error) {
 	if parts := strings.SplitN(strings.TrimPrefix(opts.KubernetesVersion, "v"), ".", 3); len(parts) >= 2 {
 		major, minor = parts[0], parts[1]
 	}
-	return &Handler{
+	h := &Handler{
 		opts: opts,
 		version: version.Info{
 			Major: major, Minor: minor, GitVersion: opts.KubernetesVersion,
@@ -78,7 +85,11 @@ func New(opts Options) (*Handler, error) {
 		},
 		fieldManagers: map[fieldManagerKey]*managedfields.FieldManager{},
 		typeConverter: newTypeConverter(),
-	}, nil
+	}
+	if opts.OpenAPI != nil {
+		h.openAPI = newOpenAPI(opts.OpenAPI)
+	}
+	return h, nil
 }
 
 // request is one parsed resource request.
@@ -136,6 +147,10 @@ func (s *statusRecorder) Flush() {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.Trim(r.URL.Path, "/")
 	segs := strings.Split(path, "/")
+	if segs[0] == "openapi" {
+		h.serveOpenAPI(w, r, segs[1:])
+		return
+	}
 	// Discovery documents are read-only.
 	if r.Method != http.MethodGet && (len(segs) < 3 || segs[0] == "apis" && len(segs) < 4) {
 		writeError(w, methodNotAllowed(r.Method, r.URL.Path))
@@ -144,6 +159,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "":
 		paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"}
+		if h.openAPI != nil {
+			paths = append(paths, "/openapi/v2", "/openapi/v3")
+		}
 		for _, gv := range groupVersions {
 			if gv.Group != "" {
 				paths = append(paths, "/apis/"+gv.Group, "/apis/"+gv.String())
