@@ -468,3 +468,44 @@ func TestUnknownFieldsFollowFieldValidation(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(raw)).NotTo(ContainSubstring("bogus"), "unknown fields are never stored")
 }
+
+// /version is the cluster's own: the default before any control plane
+// Node exists, then the oldest kubelet version among its control plane
+// Nodes (mid rolling upgrade, the version every kube-apiserver reached);
+// workers do not count, and each cluster answers for itself.
+func TestVersionFollowsTheControlPlaneNodes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ts := startServer(t, store.Options{}, "c1", "c2")
+	c1, c2 := clientset(t, ts, "c1"), clientset(t, ts, "c2")
+	gitVersion := func(cs *kubernetes.Clientset) string {
+		v, err := cs.Discovery().ServerVersion()
+		g.Expect(err).NotTo(HaveOccurred())
+		return v.GitVersion
+	}
+	g.Expect(gitVersion(c1)).To(Equal(DefaultKubernetesVersion))
+
+	node := func(name, kubelet string, controlPlane bool) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if controlPlane {
+			n.Labels["node-role.kubernetes.io/control-plane"] = ""
+		}
+		created, err := c1.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		created.Status.NodeInfo.KubeletVersion = kubelet
+		_, err = c1.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	node("worker", "v1.35.1", false)
+	g.Expect(gitVersion(c1)).To(Equal(DefaultKubernetesVersion), "workers do not count")
+	node("cp-new", "v1.37.0", true)
+	g.Expect(gitVersion(c1)).To(Equal("v1.37.0"))
+	node("cp-old", "v1.36.3", true)
+	v, err := c1.Discovery().ServerVersion()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.GitVersion).To(Equal("v1.36.3"), "the oldest control plane Node's")
+	g.Expect(v.Major + "." + v.Minor).To(Equal("1.36"))
+	g.Expect(c1.CoreV1().Nodes().Delete(ctx, "cp-old", metav1.DeleteOptions{})).To(Succeed())
+	g.Expect(gitVersion(c1)).To(Equal("v1.37.0"), "rolled: the remaining control plane Node's")
+	g.Expect(gitVersion(c2)).To(Equal(DefaultKubernetesVersion), "another cluster answers for itself")
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -73,16 +72,9 @@ func New(opts Options) (*Handler, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	major, minor := "", ""
-	if parts := strings.SplitN(strings.TrimPrefix(opts.KubernetesVersion, "v"), ".", 3); len(parts) >= 2 {
-		major, minor = parts[0], parts[1]
-	}
 	h := &Handler{
-		opts: opts,
-		version: version.Info{
-			Major: major, Minor: minor, GitVersion: opts.KubernetesVersion,
-			GoVersion: runtime.Version(), Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
-		},
+		opts:          opts,
+		version:       versionInfo(opts.KubernetesVersion),
 		fieldManagers: map[fieldManagerKey]*managedfields.FieldManager{},
 		typeConverter: newTypeConverter(),
 	}
@@ -175,7 +167,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 		return
 	case path == "version":
-		writeJSON(w, http.StatusOK, h.version)
+		writeJSON(w, http.StatusOK, h.versionOf(r))
 		return
 	case path == "api" && wantsAggregated(r):
 		writeAggregated(w, true)
