@@ -168,6 +168,9 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 			g.Expect(versions).To(HaveLen(3 + workers))
 			g.Expect(versions).To(HaveEach(upgradeVersion))
 		}).WithTimeout(provisionTimeout).WithPolling(alivePoll).Should(Succeed(), dump)
+		out, err := kubectl(ctx, kubeconfig, "version", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring(`"gitVersion": "`+upgradeVersion+`"`), "the workload API server reports the upgraded version")
 	})
 
 	It("should delete the cluster and free its workload API listener", func(ctx SpecContext) {
