@@ -71,8 +71,8 @@ const (
 // Options configures Start. The zero value starts a temporary environment
 // with every module.
 type Options struct {
-	// Kubeconfig names an existing cluster to use instead of starting etcd
-	// and kube-apiserver. Default: start them.
+	// Kubeconfig names an existing cluster to use instead of starting etcd,
+	// kube-apiserver and kube-controller-manager. Default: start them.
 	Kubeconfig string
 
 	// DataDir keeps the environment's state (etcd's data, certificates,

@@ -110,14 +110,20 @@ func TestDeletedClustersSecretsAreCollectedAndTheNameCanBeReused(t *testing.T) {
 	}
 	g.Expect(secretNames(ctx, g, c, ns)).To(ContainElements(owned))
 
-	// Deleted, the Cluster's objects go (Cluster API deletes them), then
-	// what they owned (the garbage collector).
+	// Deleted, the Cluster's objects go (Cluster API deletes some), then
+	// what they owned (the garbage collector): the Secrets, and the
+	// templates and MachineDeployment the Cluster owns.
 	g.Expect(c.Delete(ctx, first)).To(Succeed())
 	g.Eventually(func() error {
 		return c.Get(ctx, client.ObjectKeyFromObject(first), &clusterv1.Cluster{})
 	}).WithTimeout(2*provisionTimeout).Should(Satisfy(apierrors.IsNotFound), dumpIn(ctx, c, ns))
 	g.Eventually(func(g Gomega) []string { return secretNames(ctx, g, c, ns) }).WithTimeout(gcTimeout).
 		ShouldNot(ContainElement(BeElementOf(owned)), "the Secrets of the deleted cluster are collected")
+	for _, obj := range defaultFlavor(g, ns, name) {
+		g.Eventually(func() error {
+			return c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopy())
+		}).WithTimeout(gcTimeout).Should(Satisfy(apierrors.IsNotFound), "%s %s is collected", obj.GetKind(), obj.GetName())
+	}
 
 	// The same name again: a new workload API, and a kubeconfig for it.
 	for _, obj := range defaultFlavor(g, ns, name) {
