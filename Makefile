@@ -28,7 +28,7 @@ ENVTEST_DIR         := $(CACHE_DIR)/envtest/$(KUBE_VERSION)
 
 # A KUBEBUILDER_ASSETS given by the user (setup-envtest users) wins over ours.
 ifeq ($(strip $(KUBEBUILDER_ASSETS)),)
-ENVTEST_ASSETS_DEP  := $(ENVTEST_DIR)/kube-apiserver
+ENVTEST_ASSETS_DEP  := $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 endif
 export CAPI_CORE_MANAGER CAPI_KUBEADM_BOOTSTRAP_MANAGER CAPI_KUBEADM_CONTROL_PLANE_MANAGER CLUSTERCTL
@@ -81,14 +81,14 @@ $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER):
 $(CLUSTERCTL):
 	CAPI_VERSION=$(CAPI_VERSION) ./hack/build-capi.sh clusterctl
 
-$(ENVTEST_DIR)/kube-apiserver:
+$(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/kube-controller-manager &:
 	KUBE_VERSION=$(KUBE_VERSION) ./hack/build-envtest-assets.sh
 
 .PHONY: tools
 tools: $(CONTROLLER_GEN) capi-managers clusterctl envtest-assets ## Build every cached tool.
 
 .PHONY: envtest-assets
-envtest-assets: $(ENVTEST_ASSETS_DEP) ## Build kube-apiserver and etcd for envtest (unless KUBEBUILDER_ASSETS is set).
+envtest-assets: $(ENVTEST_ASSETS_DEP) ## Build kube-apiserver and etcd for envtest, and the kube-controller-manager dev runs (unless KUBEBUILDER_ASSETS is set).
 
 .PHONY: capi-core
 capi-core: $(CAPI_CORE_MANAGER) ## Build Cluster API's own core manager.

@@ -96,7 +96,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	fs.SetOutput(stderr)
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "",
-		"Use the existing cluster of this kubeconfig instead of starting etcd and kube-apiserver.")
+		"Use the existing cluster of this kubeconfig instead of starting etcd, kube-apiserver and kube-controller-manager.")
 	fs.StringVar(&opts.KubeconfigOut, "kubeconfig-out", DefaultKubeconfigOut,
 		"Where to write the admin kubeconfig of the dev cluster.")
 	fs.StringVar(&opts.DataDir, "data-dir", "",
@@ -117,7 +117,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	fs.Lookup("webhook-host").DefValue = loopback
 	bound := reg.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, Cluster API's core, kubeadm bootstrap and kubeadm control plane managers, and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, kube-controller-manager (garbage collector, namespace controller), Cluster API's core, kubeadm bootstrap and kubeadm control plane managers, and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

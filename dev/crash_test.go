@@ -21,14 +21,14 @@ func stateDirOf(g Gomega, r *running) string {
 	return dir
 }
 
-// childrenOf names the processes below dev and checks the three it starts.
+// childrenOf names the processes below dev and checks the kinds it starts.
 func childrenOf(g Gomega, r *running) []int {
 	children := descendants(r.cmd.Process.Pid)
 	names := map[string]bool{}
 	for _, pid := range children {
 		names[processName(pid)] = true
 	}
-	g.Expect(names).To(And(HaveKey("etcd"), HaveKey("kube-apiserver"), HaveKey("manager")))
+	g.Expect(names).To(And(HaveKey("etcd"), HaveKey("kube-apiserver"), HaveKey(kubeControllerManagerComm), HaveKey("manager")))
 	return children
 }
 
@@ -39,8 +39,8 @@ func expectGone(g Gomega, pids []int) {
 	}
 }
 
-// kill -9 of dev: etcd, kube-apiserver and core die with it (parent-death
-// signal), and the next start removes the state folder (with its CA key)
+// kill -9 of dev: etcd, kube-apiserver, kube-controller-manager and
+// Cluster API's managers die with it (parent-death signal), and the next start removes the state folder (with its CA key)
 // that the killed one left.
 func TestKillingDevKillsItsChildrenAndTheNextStartRemovesItsState(t *testing.T) {
 	g := NewWithT(t)

@@ -32,6 +32,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 	"github.com/capi-monolith/capi-monolith/dev/certs"
+	"github.com/capi-monolith/capi-monolith/dev/controllermanager"
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
@@ -70,8 +71,8 @@ const (
 // Options configures Start. The zero value starts a temporary environment
 // with every module.
 type Options struct {
-	// Kubeconfig names an existing cluster to use instead of starting etcd
-	// and kube-apiserver. Default: start them.
+	// Kubeconfig names an existing cluster to use instead of starting etcd,
+	// kube-apiserver and kube-controller-manager. Default: start them.
 	Kubeconfig string
 
 	// DataDir keeps the environment's state (etcd's data, certificates,
@@ -111,9 +112,11 @@ type Options struct {
 	// Progress shows the steps. Default: none.
 	Progress *progress.Display
 
-	// LogOutput receives the output of Cluster API's managers. Default:
-	// one file each, <state>/logs/capi-<name>.log (capi-core.log,
-	// capi-kubeadm-bootstrap.log, capi-kubeadm-control-plane.log).
+	// LogOutput receives the output of Cluster API's managers and of
+	// kube-controller-manager. Default: one file each,
+	// <state>/logs/capi-<name>.log (capi-core.log,
+	// capi-kubeadm-bootstrap.log, capi-kubeadm-control-plane.log) and
+	// <state>/logs/kube-controller-manager.log.
 	LogOutput io.Writer
 
 	// ExtensionConfigName names the ExtensionConfig of the runtime
@@ -144,6 +147,11 @@ type Environment struct {
 	Managers []*capimanager.Process
 	// Core is Cluster API core's, the first of Managers.
 	Core *capimanager.Process
+	// ControllerManager is kube-controller-manager (garbage collector and
+	// namespace controller), a supervised child process; nil with an
+	// existing cluster, which runs its own, and when the envtest assets
+	// given by KUBEBUILDER_ASSETS have none.
+	ControllerManager *controllermanager.Process
 	// Clusterctl is the clusterctl of the tool cache built from the pinned
 	// module (`make clusterctl`), or empty when it is not built.
 	Clusterctl string
@@ -240,8 +248,13 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 			return nil, err
 		}
 	}
+	var controllerManagerBinary string
 	if opts.Kubeconfig == "" {
-		if _, err := controlplane.AssetsDirectory("", opts.CacheDir); err != nil {
+		assets, err := controlplane.AssetsDirectory("", opts.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		if controllerManagerBinary, err = findControllerManager(assets, display); err != nil {
 			return nil, err
 		}
 	}
@@ -375,11 +388,18 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	// nothing running.
 	outs, logNames := make([]io.Writer, len(managers)), make([]string, len(managers))
 	for i, m := range managers {
-		if outs[i], logNames[i], err = e.managerOutput(logDir, m); err != nil {
+		if outs[i], logNames[i], err = e.childOutput(logDir, "capi-"+m.Name, m.Title); err != nil {
 			return nil, err
 		}
 	}
-	errs := make([]error, len(managers)+1)
+	var kcmOut io.Writer
+	var kcmLog string
+	if controllerManagerBinary != "" {
+		if kcmOut, kcmLog, err = e.childOutput(logDir, controllermanager.BinaryName, controllermanager.BinaryName); err != nil {
+			return nil, err
+		}
+	}
+	errs := make([]error, len(managers)+2)
 	var wg sync.WaitGroup
 	for i, m := range managers {
 		wg.Add(1)
@@ -406,6 +426,30 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 				},
 			})
 			done(errs[i])
+		}()
+	}
+	if controllerManagerBinary != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := display.Step("kube-controller-manager " + controlplane.KubernetesVersion + " (child process: garbage collector, namespace controller)")
+			e.ControllerManager, errs[len(managers)+1] = controllermanager.Start(ctx, controllermanager.Options{
+				BinaryPath: controllerManagerBinary,
+				Config:     e.Config,
+				WorkDir:    filepath.Join(e.StateDir, controllermanager.BinaryName),
+				Certs:      e.Certs,
+				Output:     kcmOut,
+				Restarts:   managerRestarts,
+				OnStart:    func(pid int) { e.record(controllermanager.BinaryName, pid) },
+				OnExit: func(err error, restarting bool) {
+					if restarting {
+						display.Printf("  ! kube-controller-manager exited (%v): restarting it\n", err)
+						return
+					}
+					e.fail(fmt.Errorf("kube-controller-manager exited and was restarted %d times already: %w (its output: %s)", managerRestarts, err, kcmLog))
+				},
+			})
+			done(errs[len(managers)+1])
 		}()
 	}
 	wg.Add(1)
@@ -640,10 +684,11 @@ func (e *Environment) registerExtension(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops our manager and Cluster API's, removes what dev installed in an
-// existing cluster (webhook configurations, conversion, the
-// ExtensionConfig), stops etcd and kube-apiserver, and removes the state
-// folder unless it is a --data-dir. Safe to call more than once.
+// Stop stops our manager, Cluster API's and kube-controller-manager, removes
+// what dev installed in an existing cluster (webhook configurations,
+// conversion, the ExtensionConfig), stops etcd and kube-apiserver, and
+// removes the state folder unless it is a --data-dir. Safe to call more
+// than once.
 func (e *Environment) Stop() error {
 	e.stopOnce.Do(func() {
 		var errs []error
@@ -738,31 +783,38 @@ func (e *Environment) Kill() {
 		for _, p := range e.Managers {
 			p.Kill()
 		}
+		e.ControllerManager.Kill()
 		e.controlPlane.Kill()
 	})
 }
 
-// managerOutput is where a Cluster API manager's output goes, and how
-// errors name it: Options.LogOutput, else a log file of its own, which Stop
-// closes.
-func (e *Environment) managerOutput(logDir string, m capimanager.Manager) (io.Writer, string, error) {
+// childOutput is where the output of a child process (a Cluster API
+// manager, kube-controller-manager) goes, and how errors name it:
+// Options.LogOutput, else <logDir>/<name>.log, which Stop closes.
+func (e *Environment) childOutput(logDir, name, title string) (io.Writer, string, error) {
 	if e.opts.LogOutput != nil {
 		return e.opts.LogOutput, "Options.LogOutput", nil
 	}
-	path := filepath.Join(logDir, "capi-"+m.Name+".log")
+	path := filepath.Join(logDir, name+".log")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, "", fmt.Errorf("failed to open the log of %s: %w", m.Title, err)
+		return nil, "", fmt.Errorf("failed to open the log of %s: %w", title, err)
 	}
 	e.managerLogs = append(e.managerLogs, f)
 	return f, path, nil
 }
 
-// stopManagers stops Cluster API's managers side by side: each may take its
-// grace period, and none needs another to stop.
+// stopManagers stops Cluster API's managers and kube-controller-manager
+// side by side: each may take its grace period, and none needs another to
+// stop.
 func (e *Environment) stopManagers() []error {
-	errs := make([]error, len(e.Managers))
+	errs := make([]error, len(e.Managers)+1)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs[len(e.Managers)] = e.ControllerManager.Stop()
+	}()
 	for i, p := range e.Managers {
 		if p == nil {
 			continue
@@ -775,6 +827,25 @@ func (e *Environment) stopManagers() []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// findControllerManager returns the kube-controller-manager beside
+// kube-apiserver in the envtest assets folder. Assets the user gives with
+// KUBEBUILDER_ASSETS (setup-envtest's have none) may lack it: dev then runs
+// without it, and says what that costs. Our own cache must have it.
+func findControllerManager(assets string, display *progress.Display) (string, error) {
+	path, err := controllermanager.Find(assets)
+	switch {
+	case err == nil:
+		return path, nil
+	case errors.Is(err, fs.ErrNotExist) && os.Getenv("KUBEBUILDER_ASSETS") != "":
+		display.Printf("  ! WARNING: KUBEBUILDER_ASSETS (%s) has no kube-controller-manager, so no garbage collector runs:\n"+
+			"    the dependents of deleted objects (a deleted Cluster's Secrets, among them its kubeconfig) are not\n"+
+			"    garbage-collected, and deleted namespaces stay Terminating. `make envtest-assets` builds one.\n", assets)
+		return "", nil
+	default:
+		return "", fmt.Errorf("%w: run `make envtest-assets`, which builds it beside kube-apiserver", err)
+	}
 }
 
 // record notes a child process in the state folder, so that the next start

@@ -207,12 +207,14 @@ func TestCtrlCStopsTheBinaryAndEveryChild(t *testing.T) {
 	g.Expect(names).To(HaveKey("etcd"))
 	g.Expect(names).To(HaveKey("kube-apiserver"))
 	g.Expect(names).To(HaveKey("manager"), "Cluster API core's manager")
+	g.Expect(names).To(HaveKey(kubeControllerManagerComm))
 	// Every listener of ours is on loopback: dev's webhook server (which
-	// serves the runtime extension too), etcd and kube-apiserver. Core's
-	// webhook server has no host flag upstream and binds every interface.
+	// serves the runtime extension too), etcd, kube-apiserver and
+	// kube-controller-manager. Core's webhook server has no host flag
+	// upstream and binds every interface.
 	expectLoopbackOnly(g, r.cmd.Process.Pid, "capi-monolith dev")
 	for _, pid := range children {
-		if name := processName(pid); name == "etcd" || name == "kube-apiserver" {
+		if name := processName(pid); name == "etcd" || name == "kube-apiserver" || name == kubeControllerManagerComm {
 			expectLoopbackOnly(g, pid, name)
 		}
 	}
@@ -257,6 +259,10 @@ func descendants(pid int) []int {
 	}
 	return out
 }
+
+// kubeControllerManagerComm is kube-controller-manager's processName: the
+// kernel keeps 15 characters of a command's name.
+const kubeControllerManagerComm = "kube-controller"
 
 func processName(pid int) string {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))

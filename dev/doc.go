@@ -12,7 +12,10 @@
 //  3. a throwaway CA and serving certificate for loopback (package certs);
 //  4. Cluster API's own managers (core, kubeadm bootstrap, kubeadm control
 //     plane), each a supervised child process with its webhooks and
-//     conversion (package capimanager), and, at the same time,
+//     conversion (package capimanager), kube-controller-manager with only
+//     its garbage collector and namespace controller, a supervised child
+//     process too, when dev started its own apiserver (package
+//     controllermanager), and, at the same time,
 //     every enabled module of this binary in-process on one manager, with
 //     its webhooks pointed at it (package webhooks);
 //  5. an ExtensionConfig registering the runtime extension at the loopback

@@ -37,6 +37,9 @@ func TestAnExistingClusterIsLeftAsItWasOnExit(t *testing.T) {
 		g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingWebhookConfiguration{})).To(Succeed(), name)
 	}
 	g.Expect(existing.Client.Get(ctx, client.ObjectKey{Name: dev.DefaultExtensionConfigName}, &runtimev1.ExtensionConfig{})).To(Succeed())
+	for _, pid := range descendants(r.cmd.Process.Pid) {
+		g.Expect(processName(pid)).NotTo(Equal(kubeControllerManagerComm), "an existing cluster runs its own controller manager")
+	}
 
 	r.interrupt(t, g)
 	for _, name := range devWebhookConfigurations {

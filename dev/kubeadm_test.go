@@ -235,9 +235,14 @@ func decodeAll(g Gomega, manifests string) []*unstructured.Unstructured {
 	}
 }
 
-// dump describes the objects of the kubeadm flow (name, conditions) when a
-// wait fails.
+// dump describes the objects of the kubeadm flow (name, conditions) in the
+// default namespace when a wait fails.
 func dump(ctx context.Context, c client.Client) func() string {
+	return dumpIn(ctx, c, "default")
+}
+
+// dumpIn is dump for the objects of namespace.
+func dumpIn(ctx context.Context, c client.Client, namespace string) func() string {
 	return func() string {
 		var b strings.Builder
 		for _, gvk := range []schema.GroupVersionKind{
@@ -247,7 +252,7 @@ func dump(ctx context.Context, c client.Client) func() string {
 		} {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-			if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
+			if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 				fmt.Fprintf(&b, "%s: %v\n", gvk.Kind, err)
 				continue
 			}

@@ -155,7 +155,7 @@ type Process struct {
 	opts        Options
 	binary      string
 	args        []string
-	output      *tailWriter
+	output      *procgroup.Tail
 	client      client.Client
 	webhooks    *webhooks.Configurations
 	conversions []webhooks.ConversionPatch
@@ -216,7 +216,7 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	p := &Process{
 		opts:   opts,
 		binary: binary,
-		output: newTailWriter(opts.Output),
+		output: procgroup.NewTail(opts.Output),
 		exited: make(chan struct{}),
 		force:  make(chan struct{}),
 		certs:  opts.Certs,

@@ -203,7 +203,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
-		// No controller manager creates the default service accounts.
+		// No service account controller creates the default service
+		// accounts: dev's kube-controller-manager runs only the garbage
+		// collector and the namespace controller.
 		"--disable-admission-plugins=ServiceAccount",
 		"--service-account-issuer=https://" + apiHost + "/",
 		"--service-account-key-file=" + filepath.Join(certDir, "sa.pub"),

@@ -1,6 +1,7 @@
 // Package procgroup starts and stops dev's child processes (etcd,
-// kube-apiserver, Cluster API's managers) as process groups of their own,
-// so that stopping one stops everything it started.
+// kube-apiserver, kube-controller-manager, Cluster API's managers) as
+// process groups of their own, so that stopping one stops everything it
+// started, and keeps the last lines of their output (Tail) for errors.
 package procgroup
 
 import (

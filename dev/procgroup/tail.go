@@ -1,4 +1,4 @@
-package capimanager
+package procgroup
 
 import (
 	"bytes"
@@ -7,24 +7,25 @@ import (
 	"sync"
 )
 
-// outputLines is how many of the process's last lines are kept for errors.
-const outputLines = 200
+// tailLines is how many of a child's last lines a Tail keeps for errors.
+const tailLines = 200
 
-// tailWriter keeps the last lines written to it and copies everything to out.
-// It is the process's stdout and stderr, so it is written from exec's copying
-// goroutine while Start and tests read it.
-type tailWriter struct {
+// Tail keeps the last lines written to it and copies everything to out.
+// It is a child's stdout and stderr, so it is written from exec's copying
+// goroutine while the code that started the child reads it.
+type Tail struct {
 	mu      sync.Mutex
 	out     io.Writer
 	lines   []string
 	partial []byte
 }
 
-func newTailWriter(out io.Writer) *tailWriter {
-	return &tailWriter{out: out}
+// NewTail returns a Tail copying to out.
+func NewTail(out io.Writer) *Tail {
+	return &Tail{out: out}
 }
 
-func (w *tailWriter) Write(p []byte) (int, error) {
+func (w *Tail) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// A failing Output must not stop the copy: the process would block on a
@@ -40,14 +41,14 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 		w.lines = append(w.lines, string(w.partial[:i]))
 		w.partial = w.partial[i+1:]
 	}
-	if extra := len(w.lines) - outputLines; extra > 0 {
+	if extra := len(w.lines) - tailLines; extra > 0 {
 		w.lines = append(w.lines[:0:0], w.lines[extra:]...)
 	}
 	return len(p), nil
 }
 
 // String returns the kept lines, the unfinished last one included.
-func (w *tailWriter) String() string {
+func (w *Tail) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := strings.Join(w.lines, "\n")
