@@ -1,6 +1,6 @@
 # capi-monolith: one binary, three Cluster API providers.
 #
-# Tools (kube-apiserver, etcd, Cluster API's core, kubeadm bootstrap and
+# Tools (kube-apiserver, etcd, kube-controller-manager, Cluster API's core, kubeadm bootstrap and
 # kubeadm control plane managers, clusterctl, controller-gen) are built from
 # the Go module proxy into a cache outside the work tree, keyed by version, so
 # a warm machine never builds them twice.
