@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,6 +100,12 @@ type Result struct {
 	Incomplete string
 	// Progress is what the wait saw every 30 s.
 	Progress []string
+	// Orphaned counts the Machines Cluster API core's MachineSet left
+	// without their MonolithMachine and KubeadmConfig (it rolls them back
+	// when its create of the Machine answers with an error, though the
+	// apiserver stored the Machine): they never run, so the wait ends
+	// when every other Machine runs, and says so.
+	Orphaned int
 	// Stuck describes up to ten Machines not Running when -timeout ended
 	// the wait: where each one stopped, for whoever reads the result.
 	Stuck []string
@@ -221,6 +228,7 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 	defer cancel()
 	running := map[string]time.Duration{}
 	lastReport := time.Now()
+	orphaned := 0
 	for {
 		now := time.Since(start)
 		machines := &clusterv1.MachineList{}
@@ -240,8 +248,13 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 				running[m.Name] = now
 			}
 		}
-		if len(running) >= r.Machines && r.MachinesRunning == 0 {
+		if len(machines.Items) >= r.Machines && r.Machines-len(running) <= maxOrphanChecks {
+			// Only the last few are looked at: one GET each per poll.
+			orphaned = countOrphaned(ctx, c, machines.Items, running)
+		}
+		if len(running) >= r.Machines-orphaned && r.MachinesRunning == 0 {
 			r.MachinesRunning = now
+			r.Orphaned = orphaned
 		}
 		available := 0
 		for i := range kcps.Items {
@@ -254,6 +267,9 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 		}
 		if r.MachinesRunning > 0 && r.ControlPlanesAvailable > 0 {
 			r.AllDone = max(r.MachinesRunning, r.ControlPlanesAvailable)
+			if r.Orphaned > 0 {
+				r.Stuck = stuck(ctx, c, machines.Items, running)
+			}
 			for _, t := range running {
 				r.Running = append(r.Running, t)
 			}
@@ -291,6 +307,32 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 		case <-time.After(cfg.Poll):
 		}
 	}
+}
+
+// maxOrphanChecks is how few Machines must be left not Running before the
+// wait looks for orphans among them.
+const maxOrphanChecks = 10
+
+// orphanAge is how long a Machine's infrastructure object must have been
+// missing: a MachineSet makes it before the Machine, so a young Machine
+// without one is not an orphan but a Machine the cache saw first.
+const orphanAge = 2 * time.Minute
+
+// countOrphaned counts the Machines not Running, older than orphanAge,
+// whose MonolithMachine does not exist.
+func countOrphaned(ctx context.Context, c client.Client, machines []clusterv1.Machine, running map[string]time.Duration) int {
+	n := 0
+	for i := range machines {
+		m := &machines[i]
+		if _, ok := running[m.Name]; ok || time.Since(m.CreationTimestamp.Time) < orphanAge {
+			continue
+		}
+		err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, &infrav1.MonolithMachine{})
+		if apierrors.IsNotFound(err) {
+			n++
+		}
+	}
+	return n
 }
 
 // stuck says, for up to ten Machines not seen Running, their phase and the
