@@ -128,8 +128,13 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 	./hack/docker-test-images/build.sh
 
 .PHONY: test
+# The longest packages are listed first: go test starts test runs in the
+# order packages are named (./... then adds the rest once), so the 11-minute
+# end-to-end suite does not start last and run alone at the end.
+LONG_TEST_PACKAGES  := ./test/e2e/ ./dev/ ./test/clusterctl/ ./ipam/ ./machinepool/
+
 test: envtest-assets capi-managers clusterctl docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
-	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./...
+	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 $(LONG_TEST_PACKAGES) ./...
 
 # FUZZTIME is how long `make fuzz` runs each fuzz target; `make test` runs
 # only their seed corpora (plain `go test`).
