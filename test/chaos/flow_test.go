@@ -212,6 +212,33 @@ func (p plan) run(t *testing.T) figures {
 		took("the paused cluster")
 	}
 
+	// A failed run leaves its clusters behind (nothing but a running
+	// manager could finalize them): paused, they are left alone by the
+	// managers of the runs after it (no workload API served for them, no
+	// reconciles), which would otherwise count against those runs'
+	// goroutine baselines.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, c := range append(slices.Clone(p.clusters), paused) {
+			if c == nil || c.namespace == "" {
+				continue
+			}
+			cluster := &clusterv1.Cluster{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster); err != nil {
+				continue
+			}
+			base := cluster.DeepCopy()
+			cluster.Spec.Paused = new(true)
+			if err := env.Client.Patch(ctx, cluster, client.MergeFrom(base)); err != nil {
+				t.Logf("pausing the cluster %s/%s a failed run leaves: %v", c.namespace, c.name, err)
+			}
+		}
+	})
+
 	for _, c := range p.clusters {
 		if c.pool.IsValid() {
 			if c.vars == nil {

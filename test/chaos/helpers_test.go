@@ -30,8 +30,10 @@ const (
 
 	// convergeTimeout bounds each wait for a cluster to converge or go:
 	// after a kill the manager restarts and syncs its cache before it
-	// reconciles again.
-	convergeTimeout = 3 * time.Minute
+	// reconciles again, and a kubeadm cluster's workers join only once its
+	// control plane is initialized (about 35 s without faults on 2 loaded
+	// cores, 95 s across kube-apiserver restarts).
+	convergeTimeout = 5 * time.Minute
 	poll            = 250 * time.Millisecond
 )
 

@@ -88,7 +88,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	capi, err = startClusterAPI(ctx)
+	// The managers' whole output, kept when the suite fails: the last
+	// lines the suite prints rarely reach back to the cause.
+	logDir, err := os.MkdirTemp("", "capi-monolith-chaos-logs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	capi, err = startClusterAPI(ctx, logDir)
 	defer func() {
 		if err := stopClusterAPI(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -103,6 +110,9 @@ func run(m *testing.M) int {
 		for _, p := range capi {
 			fmt.Fprintf(os.Stderr, "%s output:\n%s\n", p.Manager().Title, p.Output())
 		}
+		fmt.Fprintf(os.Stderr, "Cluster API's managers' whole output: %s\n", logDir)
+	} else {
+		_ = os.RemoveAll(logDir)
 	}
 	return code
 }
@@ -127,16 +137,22 @@ func installKubeadmCRDs(ctx context.Context) error {
 }
 
 // startClusterAPI starts Cluster API's three managers at once (each waits
-// for its own readiness; on 2 cores the waits overlap). On error, what
-// started is returned for stopClusterAPI to stop.
-func startClusterAPI(ctx context.Context) ([]*capimanager.Process, error) {
+// for its own readiness; on 2 cores the waits overlap), each writing its
+// output to logDir/<name>.log. On error, what started is returned for
+// stopClusterAPI to stop.
+func startClusterAPI(ctx context.Context, logDir string) ([]*capimanager.Process, error) {
 	managers := capimanager.All()
 	procs := make([]*capimanager.Process, len(managers))
 	errs := make([]error, len(managers))
 	var wg sync.WaitGroup
 	for i, mgr := range managers {
+		out, err := os.Create(filepath.Join(logDir, mgr.Name+".log"))
+		if err != nil {
+			return nil, fmt.Errorf("failed to create the log of %s: %w", mgr.Title, err)
+		}
+		// Closed when the suite's process ends, after the managers.
 		wg.Go(func() {
-			procs[i], errs[i] = capimanager.Start(ctx, capimanager.Options{Manager: mgr, Config: env.Config})
+			procs[i], errs[i] = capimanager.Start(ctx, capimanager.Options{Manager: mgr, Config: env.Config, Output: out})
 		})
 	}
 	wg.Wait()
