@@ -144,15 +144,20 @@ func startClusterAPI(ctx context.Context, logDir string) ([]*capimanager.Process
 	managers := capimanager.All()
 	procs := make([]*capimanager.Process, len(managers))
 	errs := make([]error, len(managers))
-	var wg sync.WaitGroup
+	// Every log is open before any process starts: a failure here leaves
+	// nothing running. They are closed when the suite's process ends,
+	// after the managers.
+	outs := make([]*os.File, len(managers))
 	for i, mgr := range managers {
-		out, err := os.Create(filepath.Join(logDir, mgr.Name+".log"))
-		if err != nil {
+		var err error
+		if outs[i], err = os.Create(filepath.Join(logDir, mgr.Name+".log")); err != nil {
 			return nil, fmt.Errorf("failed to create the log of %s: %w", mgr.Title, err)
 		}
-		// Closed when the suite's process ends, after the managers.
+	}
+	var wg sync.WaitGroup
+	for i, mgr := range managers {
 		wg.Go(func() {
-			procs[i], errs[i] = capimanager.Start(ctx, capimanager.Options{Manager: mgr, Config: env.Config, Output: out})
+			procs[i], errs[i] = capimanager.Start(ctx, capimanager.Options{Manager: mgr, Config: env.Config, Output: outs[i]})
 		})
 	}
 	wg.Wait()
