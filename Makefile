@@ -155,7 +155,7 @@ test-e2e: envtest-assets capi-managers clusterctl docker-test-images ## Run only
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
 
 .PHONY: test-chaos
-test-chaos: envtest-assets capi-core docker-test-images image ## Run the long chaos suite (test/chaos, build tag chaos; make test runs only its short run): clusters of every flavor created, scaled and deleted while the manager is SIGKILLed, kube-apiserver restarted, Docker containers killed.
+test-chaos: envtest-assets capi-managers docker-test-images image ## Run the long chaos suite (test/chaos, build tag chaos; make test runs only its short run): clusters of every flavor created, scaled and deleted while the manager is SIGKILLed, kube-apiserver restarted, Docker containers killed.
 	go test -tags chaos -count=1 -timeout 30m ./test/chaos/ -v
 
 .PHONY: help

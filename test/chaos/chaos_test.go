@@ -26,7 +26,7 @@ func TestManagerSIGKILLedWhileClustersAreCreatedScaledAndDeleted(t *testing.T) {
 		vars: map[string]string{"WORKER_MACHINE_COUNT": "2"}}
 	b := &chaosCluster{name: "b", template: "cluster-template.yaml", machines: 4}
 	ipamB := &chaosCluster{name: "ipam-b", template: "cluster-template-ipam.yaml", machines: 4, pool: netip.MustParsePrefix("10.128.21.0/24")}
-	topo := &chaosCluster{name: "topo", topology: true, topologyPool: netip.MustParsePrefix("10.128.22.0/24")}
+	topo := &chaosCluster{name: "topo", topology: true, machines: 2, topologyPool: netip.MustParsePrefix("10.128.22.0/24")}
 	p := plan{
 		paused:   true,
 		clusters: []*chaosCluster{a, ipamA, pool, b, ipamB, topo},

@@ -2,21 +2,34 @@ package chaos
 
 import (
 	"context"
+	"net"
 	"net/netip"
+	"strconv"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 )
+
+// workloadRequestTimeout bounds one request to a workload API: a listener
+// that is not back yet fails the attempt, and the wait polls again.
+const workloadRequestTimeout = 5 * time.Second
 
 // expectClusterProvisioned checks that the Cluster's MonolithCluster (its
 // infrastructureRef: the template's, or one the topology controller made)
 // is provisioned with a control plane endpoint, and that core saw it.
 func expectClusterProvisioned(ctx context.Context, g Gomega, namespace, name string) {
-	g.Expect(coreAlive()).To(Succeed())
+	g.Expect(capiAlive()).To(Succeed())
 	ref := &clusterv1.Cluster{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, ref)).To(Succeed())
 	g.Expect(ref.Spec.InfrastructureRef.Name).NotTo(BeEmpty(), "Cluster %s/%s infrastructureRef", namespace, name)
@@ -33,11 +46,12 @@ func expectClusterProvisioned(ctx context.Context, g Gomega, namespace, name str
 	g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(Equal(host))
 }
 
-// expectMachinesProvisioned checks that the cluster has exactly n Machines
-// outside machine pools, each with a providerID, provisioned, and backed by
-// a provisioned MonolithMachine with the same providerID. It returns the
-// number of objects it checked.
-func expectMachinesProvisioned(ctx context.Context, g Gomega, namespace, cluster string, n int) int {
+// expectMachines checks that the cluster has exactly n Machines outside
+// machine pools, each with a providerID, provisioned, in the phase given,
+// and backed by a provisioned MonolithMachine with the same providerID; a
+// Running Machine also has its Node (nodeRef, which core reads from the
+// cluster's workload API). It returns the number of objects it checked.
+func expectMachines(ctx context.Context, g Gomega, namespace, cluster string, n int, phase clusterv1.MachinePhase) int {
 	machines := &clusterv1.MachineList{}
 	g.Expect(env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})).To(Succeed())
 	var own []clusterv1.Machine
@@ -51,7 +65,10 @@ func expectMachinesProvisioned(ctx context.Context, g Gomega, namespace, cluster
 	for _, m := range own {
 		g.Expect(m.Spec.ProviderID).NotTo(BeEmpty(), "Machine %s providerID", m.Name)
 		g.Expect(m.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()), "Machine %s infrastructure", m.Name)
-		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseProvisioned)), "Machine %s phase", m.Name)
+		g.Expect(m.Status.Phase).To(Equal(string(phase)), "Machine %s phase", m.Name)
+		if phase == clusterv1.MachinePhaseRunning {
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s nodeRef", m.Name)
+		}
 		infra, err := get(ctx, monolithMachineGVK, namespace, m.Spec.InfrastructureRef.Name)
 		g.Expect(err).NotTo(HaveOccurred())
 		ok, _, _ := unstructured.NestedBool(infra.Object, "status", "initialization", "provisioned")
@@ -61,6 +78,91 @@ func expectMachinesProvisioned(ctx context.Context, g Gomega, namespace, cluster
 		checked += 2
 	}
 	return checked
+}
+
+// expectControlPlaneAvailable checks that the Cluster's control plane (the
+// KubeadmControlPlane of its controlPlaneRef: the template's, or the one
+// the topology controller made) is Available, every replica ready. KCP
+// reaches Available only through the cluster's workload API (its Nodes,
+// static Pods and etcd members). It returns the number of objects it
+// checked.
+func expectControlPlaneAvailable(ctx context.Context, g Gomega, namespace, name string) int {
+	cluster := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+	g.Expect(cluster.Spec.ControlPlaneRef.IsDefined()).To(BeTrue(), "Cluster %s/%s controlPlaneRef", namespace, name)
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster.Spec.ControlPlaneRef.Name}, kcp)).To(Succeed())
+	g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneAvailableCondition)).To(BeTrue(), "KubeadmControlPlane %s Available", kcp.Name)
+	g.Expect(kcp.Spec.Replicas).NotTo(BeNil())
+	g.Expect(kcp.Status.ReadyReplicas).To(HaveValue(Equal(*kcp.Spec.Replicas)), "KubeadmControlPlane %s ready replicas", kcp.Name)
+	return 1
+}
+
+// expectWorkloadAPI checks that the cluster's workload API answers on the
+// MonolithCluster's endpoint, which must still be recorded (the endpoint
+// the cluster had when the first fault hit it, if one did): through the
+// `<cluster>-kubeconfig` a user gets, its Nodes are exactly the cluster's
+// machines and pool instances (by providerID). It returns the number of
+// Nodes it checked.
+func expectWorkloadAPI(ctx context.Context, g Gomega, namespace, name, recorded string) int {
+	cluster := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+	endpoint, err := endpointOf(ctx, namespace, cluster.Spec.InfrastructureRef.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	if recorded != "" {
+		g.Expect(endpoint).To(Equal(recorded), "Cluster %s/%s keeps the endpoint recorded before the faults", namespace, name)
+	}
+
+	kubeconfig, err := kubeconfigutil.FromSecret(ctx, env.Client, client.ObjectKey{Namespace: namespace, Name: name})
+	g.Expect(err).NotTo(HaveOccurred(), "%s/%s-kubeconfig", namespace, name)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cfg.Host).To(Equal("https://"+endpoint), "the kubeconfig names the endpoint")
+	cfg.Timeout = workloadRequestTimeout
+	workload, err := kubernetes.NewForConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	nodes, err := workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "the workload API of %s/%s answers on %s", namespace, name, endpoint)
+	var nodeIDs []string
+	for _, n := range nodes.Items {
+		nodeIDs = append(nodeIDs, n.Spec.ProviderID)
+	}
+
+	var want []string
+	machines := &clusterv1.MachineList{}
+	g.Expect(env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+	for _, m := range machines.Items {
+		if _, inPool := m.Labels[clusterv1.MachinePoolNameLabel]; !inPool {
+			want = append(want, m.Spec.ProviderID)
+		}
+	}
+	pools, err := list(ctx, monolithMachinePoolGVK, namespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range pools {
+		ids, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "providerIDList")
+		want = append(want, ids...)
+	}
+	g.Expect(nodeIDs).To(ConsistOf(want), "one Node per machine and instance in the workload API of %s/%s", namespace, name)
+	return len(nodeIDs)
+}
+
+// endpointOf is the MonolithCluster's control plane endpoint as host:port,
+// empty while it has none.
+func endpointOf(ctx context.Context, namespace, name string) (string, error) {
+	infra, err := get(ctx, monolithClusterGVK, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	return endpointString(*infra), nil
+}
+
+func endpointString(infra unstructured.Unstructured) string {
+	host, _, _ := unstructured.NestedString(infra.Object, "spec", "controlPlaneEndpoint", "host")
+	port, _, _ := unstructured.NestedInt64(infra.Object, "spec", "controlPlaneEndpoint", "port")
+	if host == "" || port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10))
 }
 
 // expectAddressesFromPool checks that every MonolithMachine of the
@@ -135,7 +237,11 @@ func expectPoolInstances(ctx context.Context, g Gomega, namespace, pool string, 
 		}
 	}
 	g.Expect(machineInfra).To(ConsistOf(instanceNames), "one Machine per instance")
-	return 1 + len(instances) + len(machineInfra)
+	// Core counts the instances whose Node is ready in the workload API.
+	mp := &clusterv1.MachinePool{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pool}, mp)).To(Succeed())
+	g.Expect(mp.Status.ReadyReplicas).To(HaveValue(BeEquivalentTo(n)), "MachinePool %s status.readyReplicas", pool)
+	return 2 + len(instances) + len(machineInfra)
 }
 
 // expectNoDuplicateAddress checks every IPAddress of the apiserver: no

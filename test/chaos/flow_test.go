@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	kubeconfigutil "sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
@@ -48,13 +45,18 @@ type chaosCluster struct {
 	machinePool string
 	instances   int
 	// topology marks a cluster of the topology flavor (template is then
-	// cluster-template-topology.yaml with the ClusterClass beside it): it
-	// converges when its MonolithCluster is provisioned, the runtime
-	// extension patched its machine templates with topologyPool and
-	// BeforeClusterCreate was called. Its Machines are not checked: no
-	// kubeadm provider runs to give them bootstrap data.
+	// cluster-template-topology.yaml with the ClusterClass beside it): on
+	// top of what every cluster converges to, the runtime extension
+	// patched its machine templates with topologyPool (every machine takes
+	// an address of it) and BeforeClusterCreate was called.
 	topology     bool
 	topologyPool netip.Prefix
+	// withoutKubeadm applies the flavor without its kubeadm objects (see
+	// flavortest.WithoutKubeadm): for the docker flavor, whose backend
+	// executes bootstrap data, and the test node image has no kubeadm.
+	// Its Machines then converge to Provisioned, with no Node, no control
+	// plane and no workload API.
+	withoutKubeadm bool
 	// docker, when set, checks the cluster's containers as part of its
 	// convergence and returns how many it checked.
 	docker func(ctx context.Context, g Gomega) int
@@ -73,9 +75,10 @@ type fault struct {
 
 // afterRandomDelay lets the flows run for a random 0.3–2.5 s, so that the
 // fault lands at a random point of whatever the manager is doing (a
-// reconcile, a status patch, a cache sync), then deals it. The delay picks
-// the point; nothing waits on it for a result.
-func (f *fault) afterRandomDelay(ctx context.Context) {
+// reconcile, a status patch, a cache sync), then records the clusters'
+// endpoints (see endpoints) and deals it. The delay picks the point;
+// nothing waits on it for a result.
+func (f *fault) afterRandomDelay(ctx context.Context, endpoints endpoints) {
 	delay := 300*time.Millisecond + rand.N(2200*time.Millisecond)
 	select {
 	case <-time.After(delay):
@@ -85,8 +88,42 @@ func (f *fault) afterRandomDelay(ctx context.Context) {
 	if pendingWork(ctx) > 0 {
 		f.inFlight++
 	}
+	endpoints.record(ctx)
 	f.do()
 	f.n++
+}
+
+// endpoints are the control plane endpoints (host:port) of the
+// MonolithClusters, by namespace/name, as they were when the first fault
+// after their provisioning was dealt: the workload API listener of each
+// must come back on it after every fault.
+type endpoints map[string]string
+
+// record adds the endpoint of every MonolithCluster that has one and was
+// not recorded yet. A read error records nothing: a later fault records
+// it, and the check compares only what was recorded.
+func (e endpoints) record(ctx context.Context) {
+	clusters, err := list(ctx, monolithClusterGVK, "")
+	if err != nil {
+		return
+	}
+	for _, c := range clusters {
+		key := c.GetNamespace() + "/" + c.GetName()
+		if _, ok := e[key]; ok {
+			continue
+		}
+		if endpoint := endpointString(c); endpoint != "" {
+			e[key] = endpoint
+		}
+	}
+}
+
+// of is the endpoint recorded for the Cluster's MonolithCluster, empty if
+// none was.
+func (e endpoints) of(ctx context.Context, g Gomega, namespace, name string) string {
+	cluster := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+	return e[namespace+"/"+cluster.Spec.InfrastructureRef.Name]
 }
 
 // plan is one chaos run.
@@ -114,11 +151,14 @@ type figures struct {
 	// auditedWrites is how many write requests of the manager the audit
 	// log holds while the paused cluster was watched.
 	auditedWrites int
+	// listeners is how many workload API listeners were found serving on
+	// the endpoint recorded before the faults (see endpoints).
+	listeners int
 }
 
 func (f figures) String() string {
-	return fmt.Sprintf("clusters=%d faults survived=%d (%d with work in flight) objects checked=%d (IPAddresses %d, paused objects %d) manager writes audited=%d (to the paused cluster 0) duplicate addresses=0 leaks found=%d goroutines baseline=%d after=%d",
-		f.clusters, f.faults, f.inFlight, f.objectsChecked, f.addressesChecked, f.pausedObjects, f.auditedWrites, f.leaks, f.goroutinesBaseline, f.goroutinesAfter)
+	return fmt.Sprintf("clusters=%d faults survived=%d (%d with work in flight) objects checked=%d (IPAddresses %d, paused objects %d) workload listeners back on their recorded endpoint=%d manager writes audited=%d (to the paused cluster 0) duplicate addresses=0 leaks found=%d goroutines baseline=%d after=%d",
+		f.clusters, f.faults, f.inFlight, f.objectsChecked, f.addressesChecked, f.pausedObjects, f.listeners, f.auditedWrites, f.leaks, f.goroutinesBaseline, f.goroutinesAfter)
 }
 
 // run creates, scales and deletes p's clusters with a fault after each
@@ -131,8 +171,16 @@ func (p plan) run(t *testing.T) figures {
 	g := NewWithT(t)
 	ctx := t.Context()
 	var fig figures
+	recorded := endpoints{}
+	// Each phase's duration is logged, to see where a run spends its time.
+	since := time.Now()
+	took := func(phase string) {
+		t.Logf("%s took %s", phase, time.Since(since).Round(100*time.Millisecond))
+		since = time.Now()
+	}
 	// The goroutines of a manager that has started and has nothing to do.
 	fig.goroutinesBaseline = p.m.steadyGoroutines(ctx, g)
+	took("the goroutine baseline")
 
 	// A paused cluster: provisioned first, then paused, and watched through
 	// every fault. A restarted manager must write nothing of it.
@@ -142,10 +190,8 @@ func (p plan) run(t *testing.T) figures {
 	if p.paused {
 		paused = &chaosCluster{name: "paused", template: "cluster-template.yaml", machines: 2}
 		createCluster(ctx, t, paused)
-		g.Eventually(func(g Gomega) {
-			expectClusterProvisioned(ctx, g, paused.namespace, paused.name)
-			expectMachinesProvisioned(ctx, g, paused.namespace, paused.name, paused.machines)
-		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+		g.Eventually(func(g Gomega) { expectConverged(ctx, g, paused, "") }).
+			WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges before it is paused", paused.namespace, paused.name)
 		patchCluster(ctx, g, paused.namespace, paused.name, func(c *clusterv1.Cluster) { c.Spec.Paused = new(true) })
 		// Each controller records the pause once, in a Paused condition;
 		// from then on nothing of the cluster may change.
@@ -163,7 +209,35 @@ func (p plan) run(t *testing.T) figures {
 		var err error
 		auditFrom, err = auditOffset()
 		g.Expect(err).NotTo(HaveOccurred())
+		took("the paused cluster")
 	}
+
+	// A failed run leaves its clusters behind (nothing but a running
+	// manager could finalize them): paused, they are left alone by the
+	// managers of the runs after it (no workload API served for them, no
+	// reconciles), which would otherwise count against those runs'
+	// goroutine baselines.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, c := range append(slices.Clone(p.clusters), paused) {
+			if c == nil || c.namespace == "" {
+				continue
+			}
+			cluster := &clusterv1.Cluster{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster); err != nil {
+				continue
+			}
+			base := cluster.DeepCopy()
+			cluster.Spec.Paused = new(true)
+			if err := env.Client.Patch(ctx, cluster, client.MergeFrom(base)); err != nil {
+				t.Logf("pausing the cluster %s/%s a failed run leaves: %v", c.namespace, c.name, err)
+			}
+		}
+	})
 
 	for _, c := range p.clusters {
 		if c.pool.IsValid() {
@@ -183,37 +257,28 @@ func (p plan) run(t *testing.T) figures {
 	// then the fault is dealt at a random point of doing it.
 	for _, c := range p.clusters {
 		createCluster(ctx, t, c)
-		p.fault.afterRandomDelay(ctx)
+		p.fault.afterRandomDelay(ctx, recorded)
 	}
 	for _, step := range p.steps {
 		step(ctx, g)
-		p.fault.afterRandomDelay(ctx)
+		p.fault.afterRandomDelay(ctx, recorded)
 	}
 	t.Logf("%d faults (%s) while creating and scaling %d clusters", p.fault.n, p.fault.name, len(p.clusters))
+	took("creating and scaling")
 
-	// Every cluster converges: Machines and instances provisioned with
-	// provider IDs, claims bound, one address per machine.
+	// Every cluster converges: its control plane Available, Machines Running
+	// with their Nodes and instances provisioned, claims bound, one address
+	// per machine, its workload API back on its recorded endpoint.
 	for _, c := range p.clusters {
 		checked := 0
 		g.Eventually(func(g Gomega) {
-			checked = 1
-			expectClusterProvisioned(ctx, g, c.namespace, c.name)
-			if c.topology {
-				checked += expectTopologyPatched(ctx, g, c)
-				return
-			}
-			checked += expectMachinesProvisioned(ctx, g, c.namespace, c.name, c.machines)
-			if c.pool.IsValid() {
-				checked += expectAddressesFromPool(ctx, g, c.namespace, c.pool)
-			}
-			if c.machinePool != "" {
-				checked += expectPoolInstances(ctx, g, c.namespace, c.machinePool, c.instances)
-			}
-			if c.docker != nil {
-				checked += c.docker(ctx, g)
-			}
+			checked = expectConverged(ctx, g, c, recorded.of(ctx, g, c.namespace, c.name))
 		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges", c.namespace, c.name)
+		took("the convergence of " + c.name)
 		fig.objectsChecked += checked
+		if !c.withoutKubeadm && recorded.of(ctx, g, c.namespace, c.name) != "" {
+			fig.listeners++
+		}
 	}
 	fig.addressesChecked = expectNoDuplicateAddress(ctx, g)
 	fig.objectsChecked += fig.addressesChecked
@@ -233,6 +298,12 @@ func (p plan) run(t *testing.T) figures {
 		g.Expect(writes).To(BeEmpty(), "the manager wrote to the paused cluster's namespace")
 		fig.auditedWrites = total
 		patchCluster(ctx, g, paused.namespace, paused.name, func(c *clusterv1.Cluster) { c.Spec.Paused = nil })
+		// Unpaused, it is reconciled again: a manager started while it was
+		// paused serves its workload API again, on the endpoint it had.
+		g.Eventually(func(g Gomega) {
+			fig.objectsChecked += expectConverged(ctx, g, paused, recorded.of(ctx, g, paused.namespace, paused.name))
+		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges once unpaused", paused.namespace, paused.name)
+		fig.listeners++
 		all = append(all, paused)
 	}
 
@@ -244,17 +315,18 @@ func (p plan) run(t *testing.T) figures {
 		g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
 	}
 	for range p.deletionFaults {
-		p.fault.afterRandomDelay(ctx)
+		p.fault.afterRandomDelay(ctx, recorded)
 	}
 	for _, c := range all {
 		g.Eventually(func(g Gomega) {
-			g.Expect(coreAlive()).To(Succeed())
+			g.Expect(capiAlive()).To(Succeed())
 			for _, gvk := range clusterKinds {
 				objs, err := list(ctx, gvk, c.namespace)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(names(objs)).To(BeEmpty(), "%s left in %s", gvk.Kind, c.namespace)
 			}
 		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s deleted", c.namespace, c.name)
+		took("the deletion of " + c.name)
 	}
 	for _, c := range p.clusters {
 		for _, name := range c.poolNames() {
@@ -274,13 +346,46 @@ func (p plan) run(t *testing.T) figures {
 		g.Expect(leaks).To(BeEmpty())
 	}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "nothing left after deletion")
 	fig.leaks = len(leaks)
+	took("the leak check")
 	fig.faults, fig.inFlight = p.fault.n, p.fault.inFlight
 
 	// With every cluster gone the manager is back to what it runs with
 	// nothing to do: a goroutine per cluster, machine, watch or request
 	// that outlives its object shows here.
 	fig.goroutinesAfter = expectGoroutinesBackToBaseline(ctx, g, p.m, fig.goroutinesBaseline)
+	took("the goroutines' return to the baseline")
 	return fig
+}
+
+// expectConverged checks everything c converges to (see run) and returns
+// the number of objects it checked. endpoint, when not empty, is where the
+// cluster's workload API must answer.
+func expectConverged(ctx context.Context, g Gomega, c *chaosCluster, endpoint string) int {
+	checked := 1
+	expectClusterProvisioned(ctx, g, c.namespace, c.name)
+	if c.withoutKubeadm {
+		checked += expectMachines(ctx, g, c.namespace, c.name, c.machines, clusterv1.MachinePhaseProvisioned)
+	} else {
+		checked += expectMachines(ctx, g, c.namespace, c.name, c.machines, clusterv1.MachinePhaseRunning)
+		checked += expectControlPlaneAvailable(ctx, g, c.namespace, c.name)
+	}
+	if c.pool.IsValid() {
+		checked += expectAddressesFromPool(ctx, g, c.namespace, c.pool)
+	}
+	if c.topology {
+		checked += expectTopologyPatched(ctx, g, c)
+		checked += expectAddressesFromPool(ctx, g, c.namespace, c.topologyPool)
+	}
+	if c.machinePool != "" {
+		checked += expectPoolInstances(ctx, g, c.namespace, c.machinePool, c.instances)
+	}
+	if !c.withoutKubeadm {
+		checked += expectWorkloadAPI(ctx, g, c.namespace, c.name, endpoint)
+	}
+	if c.docker != nil {
+		checked += c.docker(ctx, g)
+	}
+	return checked
 }
 
 // poolNames are the MonolithIPPools the cluster's flavor made, deleted
@@ -295,12 +400,10 @@ func (c *chaosCluster) poolNames() []string {
 	return nil
 }
 
-// createCluster makes a namespace for c, renders its flavor, applies it
-// without its kubeadm objects (see flavortest.WithoutKubeadm), and for a
-// machine pool writes the <cluster>-kubeconfig Secret a control
-// plane provider would: core's MachinePool controller reads the workload
-// cluster's Nodes before it makes Machines, and with no workload cluster
-// here the management apiserver plays it.
+// createCluster makes a namespace for c, renders its flavor and applies it
+// as a user does (`clusterctl generate cluster | kubectl apply -f -`); the
+// kubeadm providers run beside core. A withoutKubeadm cluster gets its
+// flavor without the kubeadm objects (flavortest.WithoutKubeadm).
 func createCluster(ctx context.Context, t *testing.T, c *chaosCluster) {
 	t.Helper()
 	g := NewWithT(t)
@@ -313,22 +416,13 @@ func createCluster(ctx context.Context, t *testing.T, c *chaosCluster) {
 		createTopologyCluster(ctx, g, c, vars)
 		return
 	}
-	// Only Cluster API core runs here, no kubeadm provider: the flavors'
-	// kubeadm objects are swapped for test-only ones (package flavortest),
-	// so that the faults hit our provider's flows as before.
-	objs, err := flavortest.WithoutKubeadm(render(g, c.template, vars))
-	g.Expect(err).NotTo(HaveOccurred())
-	apply(ctx, g, objs)
-	if c.machinePool == "" {
-		return
+	objs := render(g, c.template, vars)
+	if c.withoutKubeadm {
+		var err error
+		objs, err = flavortest.WithoutKubeadm(objs)
+		g.Expect(err).NotTo(HaveOccurred())
 	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(env.WriteKubeconfig(path)).To(Succeed())
-	kubeconfig, err := os.ReadFile(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	cluster := &clusterv1.Cluster{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster)).To(Succeed())
-	g.Expect(env.Client.Create(ctx, kubeconfigutil.GenerateSecret(cluster, kubeconfig))).To(Succeed())
+	apply(ctx, g, objs)
 }
 
 // versions maps kind/name to resourceVersion for the paused cluster's
@@ -384,10 +478,11 @@ func leftovers(ctx context.Context, g Gomega, clusters []*chaosCluster) []string
 }
 
 // pendingWork counts what the manager has yet to finish, read just before
-// a fault: MonolithMachines not provisioned or being deleted, and
-// IPAddressClaims not bound or being deleted (the topology flavor's
-// MonolithMachines, which never get bootstrap data here, excepted). A read error counts as
-// nothing pending: the figure only reports.
+// a fault: MonolithMachines not provisioned or being deleted, kubeadm
+// Machines not Running with their Node (the workload API's part), and
+// IPAddressClaims not
+// bound or being deleted. A read error counts as nothing pending: the
+// figure only reports.
 func pendingWork(ctx context.Context) int {
 	n := 0
 	machines, err := list(ctx, monolithMachineGVK, "")
@@ -395,12 +490,19 @@ func pendingWork(ctx context.Context) int {
 		return 0
 	}
 	for _, o := range machines {
-		if _, ok := o.GetLabels()[clusterv1.ClusterTopologyMachineDeploymentNameLabel]; ok {
-			// Waits for bootstrap data no provider here gives.
-			continue
-		}
 		provisioned, _, _ := unstructured.NestedBool(o.Object, "status", "initialization", "provisioned")
 		if !provisioned || o.GetDeletionTimestamp() != nil {
+			n++
+		}
+	}
+	nodeless := &clusterv1.MachineList{}
+	if err := env.Client.List(ctx, nodeless); err != nil {
+		return n
+	}
+	for _, m := range nodeless.Items {
+		// A Machine without kubeadm bootstrap (the docker flavor's) never
+		// gets a Node here.
+		if m.Spec.Bootstrap.ConfigRef.IsDefined() && m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
 			n++
 		}
 	}

@@ -30,8 +30,10 @@ const (
 
 	// convergeTimeout bounds each wait for a cluster to converge or go:
 	// after a kill the manager restarts and syncs its cache before it
-	// reconciles again.
-	convergeTimeout = 3 * time.Minute
+	// reconciles again, and a kubeadm cluster's workers join only once its
+	// control plane is initialized (about 35 s without faults on 2 loaded
+	// cores, 95 s across kube-apiserver restarts).
+	convergeTimeout = 5 * time.Minute
 	poll            = 250 * time.Millisecond
 )
 
@@ -132,15 +134,18 @@ func get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name strin
 	return obj, err
 }
 
-// coreAlive stops an Eventually at once when Cluster API core died: no
-// cluster converges without it, and waiting out the bound says nothing.
-func coreAlive() error {
-	select {
-	case <-core.Exited():
-		return StopTrying("Cluster API core exited").Wrap(fmt.Errorf("exit: %w", core.Err()))
-	default:
-		return nil
+// capiAlive stops an Eventually at once when one of Cluster API's
+// managers (core, kubeadm bootstrap, kubeadm control plane) died: no
+// cluster converges without them, and waiting out the bound says nothing.
+func capiAlive() error {
+	for _, p := range capi {
+		select {
+		case <-p.Exited():
+			return StopTrying(p.Manager().Title + " exited").Wrap(fmt.Errorf("exit: %w", p.Err()))
+		default:
+		}
 	}
+	return nil
 }
 
 // pausedCondition reports whether the object's Paused condition is True.

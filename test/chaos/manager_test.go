@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,15 @@ import (
 // modules are what every run's manager runs, in one process: the runtime
 // extension serves its hooks over HTTPS on the manager's webhook server.
 const modules = "infra,machinepool,ipam,runtimeext"
+
+// The runs' workload API ports: a random block of workloadPortsBlock in
+// [workloadPortsFrom, workloadPortsTo), above the default range
+// (20000-23999) and below Linux's ephemeral ports (32768 on).
+const (
+	workloadPortsFrom  = 24000
+	workloadPortsTo    = 32000
+	workloadPortsBlock = 100
+)
 
 // manager is capi-monolith running as its own process, started again after
 // each kill. Its webhook server (the runtime extension's hook server)
@@ -64,12 +74,18 @@ func startManager(t *testing.T, extra ...string) *manager {
 	g.Expect(err).NotTo(HaveOccurred())
 	m.webhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	m.webhookCA = ca.PEM
+	// A block of workload API ports of the run's own, out of the default
+	// range that `capi-monolith dev` and other suites on the host take
+	// from: a port a paused cluster recorded is free while no manager
+	// serves it, and another process there could take it.
+	first := workloadPortsFrom + workloadPortsBlock*rand.N((workloadPortsTo-workloadPortsFrom)/workloadPortsBlock)
 	// After process.Start's own flags: the last of a repeated flag wins.
 	m.args = append([]string{
 		"--enable-modules=" + modules,
 		"--webhook-host=127.0.0.1",
 		fmt.Sprintf("--webhook-port=%d", port),
 		"--webhook-cert-dir=" + certDir,
+		fmt.Sprintf("--inmemory-workload-port-range=%d-%d", first, first+workloadPortsBlock-1),
 	}, extra...)
 
 	m.start()

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,9 +13,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
-
-	"github.com/capi-monolith/capi-monolith/dev/capimodule"
-	"github.com/capi-monolith/capi-monolith/dev/crds"
 )
 
 // extensionConfigName names the ExtensionConfig registering the manager's
@@ -33,28 +29,12 @@ var (
 	monolithClusterTemplateGVK = monolithMachineGVK.GroupVersion().WithKind("MonolithClusterTemplate")
 )
 
-// enableTopology prepares the apiserver for the topology flavor as the e2e
-// suite does: the kubeadm control plane and bootstrap CRDs the class's
-// templates use (no kubeadm provider runs: the CRDs are enough for the
-// topology controller), and the ExtensionConfig pointing core at the
-// manager's hook server (a stable address and CA across the manager's
-// restarts), removed at the test's end. It returns once core discovered
-// the extension.
+// enableTopology registers the manager's runtime extension as the e2e
+// suite does: an ExtensionConfig pointing core at the manager's hook
+// server (a stable address and CA across the manager's restarts), removed
+// at the test's end. It returns once core discovered the extension.
 func enableTopology(t *testing.T, m *manager) {
 	ctx, g := t.Context(), NewWithT(t)
-	capi, err := capimodule.Locate()
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, dir := range []string{"controlplane/kubeadm/config/crd/bases", "bootstrap/kubeadm/config/crd/bases"} {
-		list, err := crds.ReadDir(filepath.Join(capi.Dir, dir))
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, crd := range list {
-			// The contract label kustomize adds in Cluster API's release
-			// manifests, which core reads to pick the served version.
-			crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
-		}
-		g.Expect(crds.Install(ctx, env.Config, list)).To(Succeed())
-	}
-
 	ext := &runtimev1.ExtensionConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: extensionConfigName},
 		Spec: runtimev1.ExtensionConfigSpec{
@@ -66,7 +46,7 @@ func enableTopology(t *testing.T, m *manager) {
 	// Core stops calling a manager that is gone.
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ext) })
 	g.Eventually(func(g Gomega) {
-		g.Expect(coreAlive()).To(Succeed())
+		g.Expect(capiAlive()).To(Succeed())
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ext), ext)).To(Succeed())
 		g.Expect(ext.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", runtimev1.ExtensionConfigDiscoveredCondition),
@@ -98,7 +78,7 @@ func createTopologyCluster(ctx context.Context, g Gomega, c *chaosCluster, vars 
 	// The Cluster may use our variables once the class lists them: core
 	// asked DiscoverVariables (through the faults of the run).
 	g.Eventually(func(g Gomega) {
-		g.Expect(coreAlive()).To(Succeed())
+		g.Expect(capiAlive()).To(Succeed())
 		cc := &clusterv1.ClusterClass{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: "monolith"}, cc)).To(Succeed())
 		var names []string
