@@ -7,8 +7,10 @@ package infra
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -63,7 +65,7 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 		return err
 	}
 	dockerOpts.ManagementCluster = identity
-	workload, err := m.workloadHosting(mgr)
+	workload, err := m.workloadHosting(mgr, opts.WatchFilterValue)
 	if err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 
 // workloadHosting builds what serves the inMemory clusters' workload API,
 // one listener per cluster, closed when the manager stops.
-func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
+func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting.Hosting, error) {
 	// The management cluster's kube-apiserver serves the same built-in
 	// kinds: its OpenAPI, filtered to what the workload API serves, is the
 	// workload API's.
@@ -115,6 +117,27 @@ func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
 			}
 			return endpoints, nil
 		},
+		Own: func(ctx context.Context) ([]hosting.Recorded, error) {
+			list := &v1alpha1.MonolithClusterList{}
+			if err := mgr.GetClient().List(ctx, list); err != nil {
+				return nil, err
+			}
+			own := make([]hosting.Recorded, 0, len(list.Items))
+			for i := range list.Items {
+				mc := &list.Items[i]
+				if mc.Spec.Backend.InMemory == nil || !mc.DeletionTimestamp.IsZero() ||
+					(watchFilter != "" && mc.Labels[clusterv1.WatchLabel] != watchFilter) {
+					continue
+				}
+				if name := clusterNameOf(mc); name != "" {
+					own = append(own, hosting.Recorded{
+						Cluster:  types.NamespacedName{Namespace: mc.Namespace, Name: name},
+						Endpoint: mc.Spec.ControlPlaneEndpoint,
+					})
+				}
+			}
+			return own, nil
+		},
 		Handler: apiserver.Options{OpenAPI: openAPI},
 		Log:     mgr.GetLogger().WithName("workload-api"),
 	})
@@ -125,4 +148,15 @@ func (m *Module) workloadHosting(mgr ctrl.Manager) (*hosting.Hosting, error) {
 		return nil, fmt.Errorf("failed to add the inMemory workload API: %w", err)
 	}
 	return h, nil
+}
+
+// clusterNameOf is the name of the MonolithCluster's Cluster: its owner,
+// or its cluster-name label before core set the owner.
+func clusterNameOf(mc *v1alpha1.MonolithCluster) string {
+	for _, ref := range mc.OwnerReferences {
+		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {
+			return ref.Name
+		}
+	}
+	return mc.Labels[clusterv1.ClusterNameLabel]
 }

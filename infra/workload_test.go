@@ -276,3 +276,64 @@ func TestInMemoryClusterWaitsForItsRecordedEndpointToBeLetGo(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, mc)).To(Succeed())
 	g.Eventually(gone(mc), timeout).Should(BeTrue())
 }
+
+// A paused cluster keeps its workload API endpoint across a manager
+// restart: the restarted manager does not reconcile it, yet listens on its
+// recorded endpoint again, so no other process can take the port before
+// it is unpaused; nothing is written to its MonolithCluster meanwhile.
+func TestPausedInMemoryClusterKeepsItsEndpointAcrossARestart(t *testing.T) {
+	g := NewWithT(t)
+	stop := start(t, managertest.Infra())
+	ns, err := env.CreateNamespace(ctx, "paused-endpoint")
+	g.Expect(err).NotTo(HaveOccurred())
+	n := ns.Name
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "p"},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "p-infra"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	mc := &infrav1.MonolithCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "p-infra", Labels: map[string]string{clusterv1.ClusterNameLabel: "p"}},
+		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
+	}
+	mc.OwnerReferences = ownedBy(cluster, "Cluster")
+	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, mc)
+		g.Expect(mc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+	}, timeout).Should(Succeed())
+	address := net.JoinHostPort(mc.Spec.ControlPlaneEndpoint.Host, strconv.Itoa(int(mc.Spec.ControlPlaneEndpoint.Port)))
+
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(true)
+	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, mc)
+		g.Expect(conditions.IsTrue(mc, clusterv1.PausedCondition)).To(BeTrue())
+	}, timeout).Should(Succeed())
+	version := mc.ResourceVersion
+
+	stop()
+	_, err = net.DialTimeout("tcp", address, time.Second)
+	g.Expect(err).To(HaveOccurred(), "the stopped manager closed the listener")
+	start(t, managertest.Infra())
+	g.Eventually(func() error {
+		c, err := net.DialTimeout("tcp", address, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}, timeout).Should(Succeed(), "the restarted manager listens on the paused cluster's endpoint")
+	get(g, mc)
+	g.Expect(mc.ResourceVersion).To(Equal(version), "the paused MonolithCluster is not written to")
+
+	patch = client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = nil
+	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, mc)).To(Succeed())
+	g.Eventually(gone(mc), timeout).Should(BeTrue())
+}

@@ -73,6 +73,12 @@ type Options struct {
 	// MonolithCluster is gone without a reconcile of its deletion
 	// (`clusterctl move`) stops being served. Optional.
 	Endpoints func(ctx context.Context) ([]clusterv1.APIEndpoint, error)
+	// Own lists the clusters of this process's scope (namespace, watch
+	// filter) that recorded an endpoint: each is served again at start and
+	// at every sweep, whether or not its MonolithCluster is reconciled. A
+	// paused cluster is not reconciled, and its port, left closed after a
+	// restart, would be free for another process to take. Optional.
+	Own func(ctx context.Context) ([]Recorded, error)
 	// SweepInterval is how often served clusters are compared with the
 	// recorded endpoints. Default DefaultSweepInterval.
 	SweepInterval time.Duration
@@ -82,6 +88,12 @@ type Options struct {
 	Log logr.Logger
 	// Now replaces time.Now for certificates.
 	Now func() time.Time
+}
+
+// Recorded is a cluster and the endpoint its MonolithCluster records.
+type Recorded struct {
+	Cluster  types.NamespacedName
+	Endpoint clusterv1.APIEndpoint
 }
 
 // Hosting serves the workload API of the clusters it is told to; safe for
@@ -172,12 +184,39 @@ func (h *Hosting) Start(ctx context.Context) error {
 	defer h.stop()
 	ticker := time.NewTicker(h.opts.SweepInterval)
 	defer ticker.Stop()
+	h.serveOwn(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
 			h.sweep(ctx)
+			h.serveOwn(ctx)
+		}
+	}
+}
+
+// serveOwn serves the clusters of Options.Own that are not served yet on
+// their recorded endpoints. Their Nodes come back when their machines are
+// reconciled (for a paused cluster, once it is unpaused); what matters
+// here is that the endpoint stays this cluster's.
+func (h *Hosting) serveOwn(ctx context.Context) {
+	if h.opts.Own == nil {
+		return
+	}
+	own, err := h.opts.Own(ctx)
+	if err != nil {
+		h.opts.Log.Error(err, "Failed to list the clusters to serve")
+		return
+	}
+	for _, r := range own {
+		if !r.Endpoint.IsValid() || !h.Hosts(r.Endpoint) || h.Cluster(r.Cluster) != nil {
+			continue
+		}
+		if _, err := h.Serve(ctx, r.Cluster, r.Endpoint); err != nil {
+			// Another process may hold it for now (after clusterctl move,
+			// the source's manager): tried again at the next sweep.
+			h.opts.Log.V(2).Info("Not serving the cluster's recorded endpoint yet", "cluster", r.Cluster.String(), "reason", err.Error())
 		}
 	}
 }

@@ -201,3 +201,52 @@ func TestClustersNoLongerRecordedAreNoLongerServed(t *testing.T) {
 	_, err = net.DialTimeout("tcp", net.JoinHostPort(kept.Host, strconv.Itoa(int(kept.Port))), time.Second)
 	g.Expect(err).To(HaveOccurred(), "every listener closes when the manager stops")
 }
+
+// The clusters of the process's own scope are served on their recorded
+// endpoints from the start, reconciled or not (a paused cluster is not),
+// so that no other process takes their ports; one whose endpoint another
+// process still holds is served once it is let go.
+func TestOwnClustersAreServedOnTheirRecordedEndpoints(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r := freeRange(g, 3)
+	paused := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(r.First)}
+	moved := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(r.First + 1)}
+	elsewhere := clusterv1.APIEndpoint{Host: "10.0.0.1", Port: 6443}
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(int(moved.Port)))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer held.Close()
+	h, err := hosting.New(hosting.Options{
+		Address: netip.MustParseAddr("127.0.0.1"),
+		Ports:   r,
+		Secrets: fake.NewClientBuilder().Build(),
+		Own: func(context.Context) ([]hosting.Recorded, error) {
+			return []hosting.Recorded{
+				{Cluster: key("paused"), Endpoint: paused},
+				{Cluster: key("moved"), Endpoint: moved},
+				{Cluster: key("elsewhere"), Endpoint: elsewhere},
+				{Cluster: key("no-endpoint-yet")},
+			}, nil
+		},
+		SweepInterval: 10 * time.Millisecond,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	go func() { done <- h.Start(ctx) }()
+
+	g.Eventually(func() *hosting.Cluster { return h.Cluster(key("paused")) }).WithTimeout(5 * time.Second).ShouldNot(BeNil())
+	g.Expect(h.Cluster(key("paused")).Endpoint()).To(Equal(paused))
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(int(paused.Port)), time.Second)
+	g.Expect(err).NotTo(HaveOccurred(), "the paused cluster's port is listened on")
+	_ = c.Close()
+	g.Consistently(func() *hosting.Cluster { return h.Cluster(key("moved")) }).WithTimeout(100 * time.Millisecond).Should(BeNil())
+
+	g.Expect(held.Close()).To(Succeed())
+	g.Eventually(func() *hosting.Cluster { return h.Cluster(key("moved")) }).WithTimeout(5 * time.Second).ShouldNot(BeNil())
+	g.Expect(h.Cluster(key("moved")).Endpoint()).To(Equal(moved))
+	g.Expect(h.Len()).To(Equal(2), "neither an endpoint elsewhere nor a cluster without one is served")
+
+	cancel()
+	g.Eventually(done).WithTimeout(5 * time.Second).Should(Receive(BeNil()))
+}
