@@ -653,3 +653,52 @@ func TestKilledNodeAndLoadBalancerAreStartedByTheNextControlPlaneNodeReconcile(t
 	cfg := env.sh(g, ctx, restarted.ID, "cat "+HAProxyConfigPath)
 	g.Expect(cfg).To(ContainSubstring(" " + addressOn(env.nodeContainer(g, ctx, "cp"), env.network).String() + ":6443 "))
 }
+
+// A network the backend creates keeps the lower half of its subnet out of
+// Docker's dynamic addressing, and the load balancer's address comes from
+// that half: a node created while the load balancer is stopped (killed,
+// or during a Docker restart) cannot take it, and the load balancer starts
+// again on it.
+func TestNodesCreatedWhileTheLoadBalancerIsStoppedDoNotTakeItsAddress(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := testContext(t)
+	defer cancel()
+	b := newTestBackend(t)
+	env := newTestEnv(t, b)
+	_, err := b.ReconcileCluster(ctx, env.clusterSpec())
+	g.Expect(err).NotTo(HaveOccurred())
+	n, found, err := b.findNetwork(ctx, env.network)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	subnet, dynamic, _, ok := toNetworkInfo(n).staticRange()
+	g.Expect(ok).To(BeTrue(), "the created network keeps a static half: %+v", n.IPAM.Config)
+	g.Expect(dynamic).To(Equal(dynamicRange(subnet)))
+
+	lb := env.loadBalancer(g, ctx)
+	address := addressOn(lb, env.network)
+	g.Expect(subnet.Contains(address)).To(BeTrue())
+	g.Expect(dynamic.Contains(address)).To(BeFalse(), "the load balancer's address %s is outside the dynamic range %s", address, dynamic)
+
+	_, err = b.client.ContainerKill(ctx, lb.ID, client.ContainerKillOptions{Signal: "SIGKILL"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.loadBalancer(g, ctx).State.Running).To(BeFalse())
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed())
+
+	// Nodes made while it is down get dynamic addresses, never its own.
+	for _, name := range []string{"w1", "w2"} {
+		_, err := b.EnsureNode(ctx, env.nodeSpec(name, false))
+		g.Expect(err).NotTo(HaveOccurred())
+		addr := addressOn(env.nodeContainer(g, ctx, name), env.network)
+		g.Expect(dynamic.Contains(addr)).To(BeTrue(), "node %s's address %s is in the dynamic range %s", name, addr, dynamic)
+	}
+
+	// The next reconcile of the cluster starts the load balancer again,
+	// on its address.
+	_, err = b.ReconcileCluster(ctx, env.clusterSpec())
+	g.Expect(err).NotTo(HaveOccurred())
+	restarted := env.loadBalancer(g, ctx)
+	g.Expect(restarted.State.Running).To(BeTrue())
+	g.Expect(addressOn(restarted, env.network)).To(Equal(address))
+}

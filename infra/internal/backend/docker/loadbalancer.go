@@ -95,6 +95,17 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, spec backend.ClusterSp
 		if addr, err := netip.ParseAddr(spec.Endpoint.Host); err == nil && n.contains(addr.Unmap()) {
 			want.address = addr.Unmap()
 		}
+		if _, _, _, ok := n.staticRange(); ok {
+			// Chosen and taken under one lock per network (until this
+			// load balancer is made and pinned), so that two clusters on
+			// one network never pick the same address.
+			defer b.lock("lb-address/" + n.ID)()
+			if !want.address.IsValid() {
+				if want.address, err = b.freeStaticAddress(ctx, n); err != nil {
+					return c, err
+				}
+			}
+		}
 		want.pinned = want.hostPort != "" && want.address.IsValid()
 		c, err = b.createLoadBalancer(ctx, want)
 		if err != nil {

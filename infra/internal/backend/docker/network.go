@@ -22,6 +22,8 @@ type networkInfo struct {
 	ID      string
 	Name    string
 	Subnets []netip.Prefix
+	// Ranges are the network's IPAM configurations with a subnet.
+	Ranges []network.IPAMConfig
 }
 
 // contains reports whether one of the network's subnets holds addr.
@@ -39,6 +41,7 @@ func toNetworkInfo(n network.Network) networkInfo {
 	for _, c := range n.IPAM.Config {
 		if c.Subnet.IsValid() {
 			info.Subnets = append(info.Subnets, c.Subnet)
+			info.Ranges = append(info.Ranges, c)
 		}
 	}
 	return info
@@ -78,6 +81,9 @@ func (b *Backend) findNetwork(ctx context.Context, name string) (network.Network
 // container addresses only on networks with a user-configured subnet. The
 // subnet is the one Docker's own allocator picks (create, read, recreate
 // with it), so that it does not collide with the host's other networks.
+// Of an IPv4 subnet, only the upper half is Docker's to hand out
+// dynamically: the lower half is kept for load balancers' static addresses
+// (see addresses.go).
 func (b *Backend) ensureNetwork(ctx context.Context, name string, creator backend.ClusterRef) (networkInfo, error) {
 	// The webhook rejects these; re-checked here for objects that bypassed
 	// it (webhooks off, or created before the check existed). Terminal: no
@@ -112,7 +118,7 @@ func (b *Backend) ensureNetwork(ctx context.Context, name string, creator backen
 		if ipam == nil {
 			ipam = &network.IPAM{Driver: "default"}
 		}
-		ipam.Config = append(ipam.Config, network.IPAMConfig{Subnet: c.Subnet, Gateway: c.Gateway})
+		ipam.Config = append(ipam.Config, network.IPAMConfig{Subnet: c.Subnet, Gateway: c.Gateway, IPRange: dynamicRange(c.Subnet)})
 	}
 	if ipam == nil {
 		// Nothing to pin: keep what Docker made.
