@@ -139,6 +139,8 @@ type plan struct {
 	deletionFaults int
 	fault          *fault
 	m              *manager
+	// converge bounds each wait for convergence; default convergeTimeout.
+	converge time.Duration
 }
 
 // figures are what a run prints at the end (and docs/reliability.md
@@ -167,6 +169,9 @@ func (f figures) String() string {
 // nothing of ours is left after deletion, and the manager's goroutines
 // come back to their baseline.
 func (p plan) run(t *testing.T) figures {
+	if p.converge == 0 {
+		p.converge = convergeTimeout
+	}
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -191,7 +196,7 @@ func (p plan) run(t *testing.T) figures {
 		paused = &chaosCluster{name: "paused", template: "cluster-template.yaml", machines: 2}
 		createCluster(ctx, t, paused)
 		g.Eventually(func(g Gomega) { expectConverged(ctx, g, paused, "") }).
-			WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges before it is paused", paused.namespace, paused.name)
+			WithTimeout(p.converge).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges before it is paused", paused.namespace, paused.name)
 		patchCluster(ctx, g, paused.namespace, paused.name, func(c *clusterv1.Cluster) { c.Spec.Paused = new(true) })
 		// Each controller records the pause once, in a Paused condition;
 		// from then on nothing of the cluster may change.
@@ -203,7 +208,7 @@ func (p plan) run(t *testing.T) figures {
 					g.Expect(pausedCondition(o)).To(BeTrue(), "%s %s records the pause", gvk.Kind, o.GetName())
 				}
 			}
-		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed())
+		}).WithTimeout(p.converge).WithPolling(poll).Should(Succeed())
 		pausedBefore = versions(ctx, g, paused.namespace)
 		fig.pausedObjects = len(pausedBefore)
 		var err error
@@ -273,7 +278,7 @@ func (p plan) run(t *testing.T) figures {
 		checked := 0
 		g.Eventually(func(g Gomega) {
 			checked = expectConverged(ctx, g, c, recorded.of(ctx, g, c.namespace, c.name))
-		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges", c.namespace, c.name)
+		}).WithTimeout(p.converge).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges", c.namespace, c.name)
 		took("the convergence of " + c.name)
 		fig.objectsChecked += checked
 		if !c.withoutKubeadm && recorded.of(ctx, g, c.namespace, c.name) != "" {
@@ -302,7 +307,7 @@ func (p plan) run(t *testing.T) figures {
 		// paused serves its workload API again, on the endpoint it had.
 		g.Eventually(func(g Gomega) {
 			fig.objectsChecked += expectConverged(ctx, g, paused, recorded.of(ctx, g, paused.namespace, paused.name))
-		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges once unpaused", paused.namespace, paused.name)
+		}).WithTimeout(p.converge).WithPolling(poll).Should(Succeed(), "cluster %s/%s converges once unpaused", paused.namespace, paused.name)
 		fig.listeners++
 		all = append(all, paused)
 	}
@@ -325,7 +330,7 @@ func (p plan) run(t *testing.T) figures {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(names(objs)).To(BeEmpty(), "%s left in %s", gvk.Kind, c.namespace)
 			}
-		}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "cluster %s/%s deleted", c.namespace, c.name)
+		}).WithTimeout(p.converge).WithPolling(poll).Should(Succeed(), "cluster %s/%s deleted", c.namespace, c.name)
 		took("the deletion of " + c.name)
 	}
 	for _, c := range p.clusters {
@@ -344,7 +349,7 @@ func (p plan) run(t *testing.T) figures {
 	g.Eventually(func(g Gomega) {
 		leaks = leftovers(ctx, g, all)
 		g.Expect(leaks).To(BeEmpty())
-	}).WithTimeout(convergeTimeout).WithPolling(poll).Should(Succeed(), "nothing left after deletion")
+	}).WithTimeout(p.converge).WithPolling(poll).Should(Succeed(), "nothing left after deletion")
 	fig.leaks = len(leaks)
 	took("the leak check")
 	fig.faults, fig.inFlight = p.fault.n, p.fault.inFlight
