@@ -684,7 +684,7 @@ func TestNodesCreatedWhileTheLoadBalancerIsStoppedDoNotTakeItsAddress(t *testing
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.loadBalancer(g, ctx).State.Running).To(BeFalse())
-	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed())
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 	// Nodes made while it is down get dynamic addresses, never its own.
 	for _, name := range []string{"w1", "w2"} {
