@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -85,8 +84,6 @@ const (
 	// cleanupTimeout bounds the API calls of Stop and of a failed Start.
 	cleanupTimeout = 30 * time.Second
 	pollInterval   = 100 * time.Millisecond
-	// restartDelay spaces restarts of a process that keeps dying.
-	restartDelay = time.Second
 )
 
 // Options configures Start.
@@ -168,16 +165,8 @@ type Process struct {
 	workDir         string
 	removeWorkDir   bool
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	ready    bool
-	stopping bool
-	// force is closed by Kill: Stop no longer waits for a graceful exit.
-	force chan struct{}
-
-	exited chan struct{}
-	// err is written once before exited is closed.
-	err error
+	// sup runs the process; nil until it started.
+	sup *procgroup.Supervisor
 
 	stopOnce sync.Once
 	stopErr  error
@@ -217,8 +206,6 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		opts:   opts,
 		binary: binary,
 		output: procgroup.NewTail(opts.Output),
-		exited: make(chan struct{}),
-		force:  make(chan struct{}),
 		certs:  opts.Certs,
 	}
 	// On failure, undo whatever was done so far, the process included.
@@ -311,15 +298,19 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		"--insecure-diagnostics",
 		"--feature-gates=" + opts.FeatureGates,
 	}, opts.ExtraArgs...)
-	if err := p.run(); err != nil {
+	if p.sup, err = procgroup.Supervise(procgroup.SupervisorOptions{
+		Name:     opts.Manager.Title,
+		Command:  p.newCmd,
+		Restarts: opts.Restarts,
+		OnStart:  opts.OnStart,
+		OnExit:   opts.OnExit,
+	}); err != nil {
 		return nil, err
 	}
 	if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	p.ready = true
-	p.mu.Unlock()
+	p.sup.Ready()
 	return p, nil
 }
 
@@ -328,70 +319,7 @@ func (p *Process) newCmd() *exec.Cmd {
 	cmd.Dir = p.workDir
 	cmd.Stdout = p.output
 	cmd.Stderr = p.output
-	cmd.SysProcAttr = procgroup.Attr()
-	// Should the manager leave a child holding its output, Wait still returns.
-	cmd.WaitDelay = time.Second
 	return cmd
-}
-
-// run starts the process and the goroutine that waits on it (and restarts
-// it, within Options.Restarts).
-func (p *Process) run() error {
-	// The goroutine reports the first start on its own copy of the channel
-	// (it forgets it afterwards), so the receive below never reads a nil
-	// channel however the two goroutines are scheduled.
-	startedCh := make(chan error, 1)
-	started := startedCh
-	go func() {
-		defer close(p.exited)
-		// Pdeathsig fires when the thread that started the child exits, not
-		// the process: keep this goroutine on its thread while children run.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		restarts := 0
-		for {
-			cmd := p.newCmd()
-			p.mu.Lock()
-			if p.stopping {
-				p.mu.Unlock()
-				return
-			}
-			err := cmd.Start()
-			if err == nil {
-				p.cmd = cmd
-			}
-			p.mu.Unlock()
-			if err != nil {
-				p.err = fmt.Errorf("failed to start %s %s: %w", p.opts.Manager.Title, p.binary, err)
-				if started != nil {
-					started <- p.err
-				}
-				return
-			}
-			if p.opts.OnStart != nil {
-				p.opts.OnStart(cmd.Process.Pid)
-			}
-			if started != nil {
-				started <- nil
-				started = nil
-			}
-			err = cmd.Wait()
-			p.mu.Lock()
-			again := p.ready && !p.stopping && restarts < p.opts.Restarts
-			unexpected := p.ready && !p.stopping
-			p.mu.Unlock()
-			if unexpected && p.opts.OnExit != nil {
-				p.opts.OnExit(err, again)
-			}
-			if !again {
-				p.err = err
-				return
-			}
-			restarts++
-			time.Sleep(restartDelay)
-		}
-	}()
-	return <-startedCh
 }
 
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
@@ -402,10 +330,10 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
-		case <-p.exited:
+		case <-p.sup.Exited():
 			// The last check failed because the process was going away.
 			lastErr = nil
-			return false, fmt.Errorf("failed to start: the process exited before it was ready: %w", p.err)
+			return false, fmt.Errorf("failed to start: the process exited before it was ready: %w", p.sup.Err())
 		default:
 		}
 		if lastErr = checkReadyz(ctx, httpClient, readyz); lastErr != nil {
@@ -475,16 +403,9 @@ func (p *Process) Stop() error {
 }
 
 func (p *Process) terminate() error {
-	p.mu.Lock()
-	p.stopping = true
-	cmd := p.cmd
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return nil
-	}
-	// Setpgid made the process a group leader: signal the group so that
-	// nothing it started outlives it.
-	return procgroup.Stop(cmd.Process.Pid, p.opts.Manager.Title, stopGracePeriod, p.exited, p.force)
+	// The process group is signalled, so that nothing the manager started
+	// outlives it.
+	return p.sup.Terminate(stopGracePeriod)
 }
 
 // Kill sends SIGKILL to the process group at once and keeps it from being
@@ -494,41 +415,19 @@ func (p *Process) Kill() {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	p.stopping = true
-	cmd := p.cmd
-	select {
-	case <-p.force:
-	default:
-		close(p.force)
-	}
-	p.mu.Unlock()
-	if cmd != nil && cmd.Process != nil {
-		procgroup.Kill(cmd.Process.Pid)
-	}
+	p.sup.Kill()
 }
 
 // Exited is closed when the process has exited for good: stopped, or dead
 // after its restarts.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+func (p *Process) Exited() <-chan struct{} { return p.sup.Exited() }
 
 // Err is the process's exit error (nil for a clean exit) once Exited is
 // closed, and nil before.
-func (p *Process) Err() error {
-	select {
-	case <-p.exited:
-		return p.err
-	default:
-		return nil
-	}
-}
+func (p *Process) Err() error { return p.sup.Err() }
 
 // PID is the id of the current process, which is also its process group id.
-func (p *Process) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
-}
+func (p *Process) PID() int { return p.sup.PID() }
 
 // Output returns the process's last 200 lines of output.
 func (p *Process) Output() string { return p.output.String() }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +41,6 @@ const (
 	// stopGracePeriod is how long Stop waits after SIGTERM before SIGKILL.
 	stopGracePeriod = 10 * time.Second
 	pollInterval    = 100 * time.Millisecond
-	// restartDelay spaces restarts of a process that keeps dying.
-	restartDelay = time.Second
 )
 
 // Options configures Start.
@@ -89,16 +86,8 @@ type Process struct {
 	output     *procgroup.Tail
 	healthAddr string
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	ready    bool
-	stopping bool
-	// force is closed by Kill: Stop no longer waits for a graceful exit.
-	force chan struct{}
-
-	exited chan struct{}
-	// err is written once before exited is closed.
-	err error
+	// sup runs the process; nil until it started.
+	sup *procgroup.Supervisor
 
 	stopOnce sync.Once
 	stopErr  error
@@ -146,8 +135,6 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	p := &Process{
 		opts:   opts,
 		output: procgroup.NewTail(opts.Output),
-		exited: make(chan struct{}),
-		force:  make(chan struct{}),
 	}
 	defer func() {
 		if retErr != nil {
@@ -188,77 +175,25 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		"--tls-cert-file=" + filepath.Join(certDir, certs.CertFile),
 		"--tls-private-key-file=" + filepath.Join(certDir, certs.KeyFile),
 	}
-	if err := p.run(); err != nil {
+	if p.sup, err = procgroup.Supervise(procgroup.SupervisorOptions{
+		Name: BinaryName,
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(p.opts.BinaryPath, p.args...)
+			cmd.Dir = p.opts.WorkDir
+			cmd.Stdout, cmd.Stderr = p.output, p.output
+			return cmd
+		},
+		Restarts: opts.Restarts,
+		OnStart:  opts.OnStart,
+		OnExit:   opts.OnExit,
+	}); err != nil {
 		return nil, err
 	}
 	if err := p.waitHealthy(ctx); err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	p.ready = true
-	p.mu.Unlock()
+	p.sup.Ready()
 	return p, nil
-}
-
-// run starts the process and the goroutine that waits on it (and restarts
-// it, within Options.Restarts).
-func (p *Process) run() error {
-	// The goroutine reports the first start on its own copy of the channel,
-	// then forgets it.
-	startedCh := make(chan error, 1)
-	started := startedCh
-	go func() {
-		defer close(p.exited)
-		// Pdeathsig fires when the thread that started the child exits, not
-		// the process: keep this goroutine on its thread while children run.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for restarts := 0; ; restarts++ {
-			cmd := exec.Command(p.opts.BinaryPath, p.args...)
-			cmd.Dir = p.opts.WorkDir
-			cmd.Stdout, cmd.Stderr = p.output, p.output
-			cmd.SysProcAttr = procgroup.Attr()
-			cmd.WaitDelay = time.Second
-			p.mu.Lock()
-			if p.stopping {
-				p.mu.Unlock()
-				return
-			}
-			err := cmd.Start()
-			if err == nil {
-				p.cmd = cmd
-			}
-			p.mu.Unlock()
-			if err != nil {
-				p.err = fmt.Errorf("failed to start kube-controller-manager %s: %w", p.opts.BinaryPath, err)
-				if started != nil {
-					started <- p.err
-				}
-				return
-			}
-			if p.opts.OnStart != nil {
-				p.opts.OnStart(cmd.Process.Pid)
-			}
-			if started != nil {
-				started <- nil
-				started = nil
-			}
-			err = cmd.Wait()
-			p.mu.Lock()
-			unexpected := p.ready && !p.stopping
-			again := unexpected && restarts < p.opts.Restarts
-			p.mu.Unlock()
-			if unexpected && p.opts.OnExit != nil {
-				p.opts.OnExit(err, again)
-			}
-			if !again {
-				p.err = err
-				return
-			}
-			time.Sleep(restartDelay)
-		}
-	}()
-	return <-startedCh
 }
 
 // waitHealthy polls /healthz over TLS, checking the serving certificate
@@ -273,9 +208,9 @@ func (p *Process) waitHealthy(ctx context.Context) error {
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, p.opts.StartTimeout, true, func(ctx context.Context) (bool, error) {
 		select {
-		case <-p.exited:
+		case <-p.sup.Exited():
 			lastErr = nil
-			return false, fmt.Errorf("the process exited before it was healthy: %w", p.err)
+			return false, fmt.Errorf("the process exited before it was healthy: %w", p.sup.Err())
 		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
@@ -309,16 +244,7 @@ func (p *Process) Stop() error {
 	if p == nil {
 		return nil
 	}
-	p.stopOnce.Do(func() {
-		p.mu.Lock()
-		p.stopping = true
-		cmd := p.cmd
-		p.mu.Unlock()
-		if cmd == nil || cmd.Process == nil {
-			return
-		}
-		p.stopErr = procgroup.Stop(cmd.Process.Pid, BinaryName, stopGracePeriod, p.exited, p.force)
-	})
+	p.stopOnce.Do(func() { p.stopErr = p.sup.Terminate(stopGracePeriod) })
 	return p.stopErr
 }
 
@@ -329,30 +255,15 @@ func (p *Process) Kill() {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	p.stopping = true
-	cmd := p.cmd
-	select {
-	case <-p.force:
-	default:
-		close(p.force)
-	}
-	p.mu.Unlock()
-	if cmd != nil && cmd.Process != nil {
-		procgroup.Kill(cmd.Process.Pid)
-	}
+	p.sup.Kill()
 }
 
 // Exited is closed when the process has exited for good: stopped, or dead
 // after its restarts.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+func (p *Process) Exited() <-chan struct{} { return p.sup.Exited() }
 
 // PID is the id of the current process, which is also its process group id.
-func (p *Process) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
-}
+func (p *Process) PID() int { return p.sup.PID() }
 
 // HealthAddress is host:port of /healthz (HTTPS, Options.Certs).
 func (p *Process) HealthAddress() string { return p.healthAddr }

@@ -1,7 +1,9 @@
 // Package procgroup starts and stops dev's child processes (etcd,
 // kube-apiserver, kube-controller-manager, Cluster API's managers) as
 // process groups of their own, so that stopping one stops everything it
-// started, and keeps the last lines of their output (Tail) for errors.
+// started; supervises the long-running ones (Supervisor: restarts within a
+// budget, Terminate, Kill for a second Ctrl-C); and keeps the last lines of
+// their output (Tail) for errors.
 package procgroup
 
 import (
