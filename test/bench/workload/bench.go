@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -52,6 +53,10 @@ type Config struct {
 	Settle, Window time.Duration
 	// Timeout bounds the wait for every machine.
 	Timeout time.Duration
+	// MinAvailable ends the run, with the figures of that moment, when the
+	// machine's MemAvailable falls below it: a size that does not fit is
+	// reported rather than left to the OOM killer. 0 never ends it.
+	MinAvailable uint64
 	// DevArgs are added to `capi-monolith dev`'s command line.
 	DevArgs []string
 }
@@ -71,6 +76,7 @@ func DefaultConfig() Config {
 		Settle:            30 * time.Second,
 		Window:            10 * time.Second,
 		Timeout:           40 * time.Minute,
+		MinAvailable:      2 << 30,
 	}
 }
 
@@ -112,6 +118,12 @@ type Result struct {
 	// ListErrors counts the lists of the wait that failed (an apiserver
 	// too busy to answer in time) and were retried.
 	ListErrors int
+	// LowestAvailable is the machine's lowest MemAvailable from the first
+	// create until every machine ran (or the run ended).
+	LowestAvailable uint64
+	// OutOfMemory is set when MinAvailable ended the run; After is then a
+	// single reading taken at once, not a steady one.
+	OutOfMemory bool
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -179,26 +191,40 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.Start, err = dev.Read(); err != nil {
 		return r, err
 	}
+	guarded, guard := startMemoryGuard(ctx, cfg.MinAvailable)
+	defer guard.Stop()
 	start := time.Now()
 	fmt.Fprintf(log, "  creating %d clusters (%d machines) with %d goroutines, unthrottled\n", cfg.Clusters, r.Machines, cfg.Concurrency)
-	if err := harness.ForEach(ctx, cfg.Clusters, cfg.Concurrency, func(ctx context.Context, i int) error {
+	if err := harness.ForEach(guarded, cfg.Clusters, cfg.Concurrency, func(ctx context.Context, i int) error {
 		for _, obj := range objects[i] {
 			if err := c.Create(ctx, obj); err != nil {
 				return fmt.Errorf("failed to create %s %s: %w", obj.GetKind(), obj.GetName(), err)
 			}
 		}
 		return nil
-	}); err != nil {
+	}); err != nil && !guard.Tripped() {
 		return r, err
 	}
 	r.Created = time.Since(start)
 	fmt.Fprintf(log, "  created in %s\n", r.Created.Round(10*time.Millisecond))
 
-	if err := wait(ctx, c, dev, cfg, start, &r, log); err != nil {
+	if err := wait(guarded, c, dev, cfg, start, &r, log); err != nil {
 		return r, err
 	}
 	if r.End, err = dev.Read(); err != nil {
 		return r, err
+	}
+	guard.Stop()
+	if r.LowestAvailable, err = guard.Lowest(); err != nil {
+		return r, err
+	}
+	if r.OutOfMemory = guard.Tripped(); r.OutOfMemory {
+		// No settling: the machine is short of memory and dev must stop.
+		r.After = map[Part]uint64{}
+		for part, u := range r.End {
+			r.After[part] = u.Memory.Current
+		}
+		return r, nil
 	}
 	if r.Incomplete == "" {
 		fmt.Fprintf(log, "  every machine Running in %s, every control plane Available in %s\n",
@@ -278,25 +304,33 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 		}
 		if time.Since(lastReport) >= 30*time.Second {
 			lastReport = time.Now()
-			line := fmt.Sprintf("%s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s)",
-				now.Round(time.Second), len(machines.Items), len(running), r.Machines, available, r.Clusters, harness.LoadAverage())
+			line := fmt.Sprintf("%s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s, MemAvailable %s)",
+				now.Round(time.Second), len(machines.Items), len(running), r.Machines, available, r.Clusters, harness.LoadAverage(), availableMiB())
 			r.Progress = append(r.Progress, line)
 			fmt.Fprintf(log, "  %s\n", line)
 		}
 		select {
 		case <-ctx.Done():
+			// -timeout or -min-available: the figures of this moment are
+			// still worth having.
+			why := "-timeout"
 			if parent.Err() != nil {
-				return parent.Err()
+				cause := context.Cause(parent)
+				if !errors.Is(cause, errLowMemory) {
+					return parent.Err()
+				}
+				why = cause.Error()
 			}
-			// -timeout: the figures of this moment are still worth having.
-			r.Incomplete = fmt.Sprintf("after %s (-timeout): %d/%d Machines Running with a nodeRef, %d/%d control planes Available",
-				time.Since(start).Round(time.Second), len(running), r.Machines, available, r.Clusters)
+			r.Incomplete = fmt.Sprintf("after %s (%s): %d/%d Machines Running with a nodeRef, %d/%d control planes Available",
+				time.Since(start).Round(time.Second), why, len(running), r.Machines, available, r.Clusters)
 			r.AllDone = time.Since(start)
 			for _, t := range running {
 				r.Running = append(r.Running, t)
 			}
 			slices.Sort(r.Running)
-			r.Stuck = stuck(parent, c, machines.Items, running)
+			if parent.Err() == nil {
+				r.Stuck = stuck(parent, c, machines.Items, running)
+			}
 			fmt.Fprintf(log, "  not done %s\n", r.Incomplete)
 			for _, line := range r.Stuck {
 				fmt.Fprintf(log, "    %s\n", line)

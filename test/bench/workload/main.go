@@ -18,7 +18,9 @@
 //
 // It prints the figures and writes them to test/bench/results/workload.md
 // (-out). One run per invocation: a dev of hundreds of clusters takes many
-// minutes on this machine, and -clusters 500 is the larger size.
+// minutes on this machine, and -clusters 500 is the larger size. A size that
+// does not fit in the machine's memory ends when MemAvailable falls below
+// -min-available (2Gi), with the figures reached by then.
 package main
 
 import (
@@ -32,6 +34,7 @@ import (
 	"strings"
 	"syscall"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
@@ -62,6 +65,14 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait before each steady RSS reading")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "how long VmRSS is read (once a second) for each steady reading")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the wait for every machine")
+	fs.Func("min-available", "end the run, reporting what it reached, when the machine's MemAvailable falls below this (a Kubernetes quantity, e.g. 2Gi; 0 never)", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return fmt.Errorf("want a non-negative quantity such as 2Gi, got %q", v)
+		}
+		cfg.MinAvailable = uint64(q.Value())
+		return nil
+	})
 	binary := fs.String("binary", "", "the capi-monolith binary to run (default: built from this tree)")
 	devArgs := fs.String("dev-args", "", "space-separated flags added to `capi-monolith dev`")
 	out := fs.String("out", defaultOut, "Markdown results file; empty writes none")

@@ -40,6 +40,12 @@ func summary(cfg Config, r Run) *report.Table {
 	t.Add("capi-monolith peak RSS before the clusters", fmt.Sprintf("%.1f MiB", mib(r.Start[PartMonolith].Memory.Peak)))
 	t.Add("capi-monolith steady RSS before / after", fmt.Sprintf("%.1f / %.1f MiB", mib(r.Before[PartMonolith]), mib(r.After[PartMonolith])))
 	t.Add("capi-monolith RSS per workload cluster", fmt.Sprintf("%.0f KiB", r.PerCluster(PartMonolith)/1024))
+	all := uint64(0)
+	for _, p := range Parts {
+		all += r.End[p].Memory.Current
+	}
+	t.Add("every process of dev, RSS sum when all ran", fmt.Sprintf("%.1f MiB", mib(all)))
+	t.Add("the machine's lowest MemAvailable while coming up", fmt.Sprintf("%.1f MiB", mib(r.LowestAvailable)))
 	managers := uint64(0)
 	for _, p := range []Part{PartCore, PartBootstrap, PartControlPlane} {
 		managers += r.After[p]
@@ -79,6 +85,10 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 		r.Clusters, cfg.Namespace, cfg.Workers, cfg.KubernetesVersion, cfg.ProvisioningDelay, cfg.BootstrapDelay, cfg.Concurrency, cfg.DevArgs)
 	fmt.Fprintf(w, "Times are from the first create, exact to within the %s poll. Steady RSS is the mean VmRSS over %s, read %s after dev was ready (before) and %s after every machine ran (after); per cluster = (after − before) / %d.\n\n",
 		cfg.Poll, cfg.Window, cfg.Settle, cfg.Settle, r.Clusters)
+	if r.OutOfMemory {
+		fmt.Fprintf(w, "**The run was ended because the machine ran short of memory** (MemAvailable below %.0f MiB, `-min-available`): \"after\" is one reading at that moment, not a steady mean, and per cluster divides it by all %d clusters, though not all had come up.\n\n",
+			mib(cfg.MinAvailable), r.Clusters)
+	}
 	if err := summary(cfg, r).WriteMarkdown(w); err != nil {
 		return err
 	}

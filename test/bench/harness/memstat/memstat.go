@@ -13,6 +13,7 @@ import (
 const (
 	statusPath    = "/proc/self/status"
 	clearRefsPath = "/proc/self/clear_refs"
+	meminfoPath   = "/proc/meminfo"
 )
 
 // Status is the process's resident memory, in bytes.
@@ -81,6 +82,39 @@ func parse(data []byte) (Status, error) {
 		return Status{}, fmt.Errorf("failed to find VmHWM and VmRSS in %s", statusPath)
 	}
 	return s, nil
+}
+
+// Available returns the machine's MemAvailable: the kernel's estimate of
+// the memory that new work can have without swapping, page cache included.
+func Available() (uint64, error) {
+	data, err := os.ReadFile(meminfoPath)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read %s: %w", meminfoPath, err)
+	}
+	return parseAvailable(data)
+}
+
+func parseAvailable(data []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		value, ok := bytes.CutPrefix(sc.Bytes(), []byte("MemAvailable:"))
+		if !ok {
+			continue
+		}
+		fields := bytes.Fields(value)
+		if len(fields) != 2 || string(fields[1]) != "kB" {
+			return 0, fmt.Errorf("failed to parse %s line %q", meminfoPath, sc.Text())
+		}
+		kb, err := strconv.ParseUint(string(fields[0]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("failed to parse %s line %q: %w", meminfoPath, sc.Text(), err)
+		}
+		return kb * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("failed to read %s: %w", meminfoPath, err)
+	}
+	return 0, fmt.Errorf("failed to find MemAvailable in %s", meminfoPath)
 }
 
 // ResetPeak sets VmHWM back to the current resident set (Linux 4.0 and

@@ -39,6 +39,23 @@ func TestReadAndSamplerSeeThisProcess(t *testing.T) {
 	g.Expect(peak).To(BeNumerically(">", 0))
 }
 
+func TestParseAvailableReadsMemAvailableInBytes(t *testing.T) {
+	g := NewWithT(t)
+	b, err := parseAvailable([]byte("MemTotal:       24684084 kB\nMemFree:        1000 kB\nMemAvailable:   2048 kB\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(b).To(Equal(uint64(2048 * 1024)))
+
+	_, err = parseAvailable([]byte("MemTotal:       24684084 kB\n"))
+	g.Expect(err).To(MatchError(ContainSubstring("MemAvailable")))
+}
+
+func TestAvailableSeesThisMachine(t *testing.T) {
+	g := NewWithT(t)
+	b, err := Available()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(b).To(BeNumerically(">", 0))
+}
+
 func TestMiBHasOneDecimal(t *testing.T) {
 	NewWithT(t).Expect(MiB(3 << 19)).To(Equal("1.5"))
 }
