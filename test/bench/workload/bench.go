@@ -115,9 +115,6 @@ type Result struct {
 	// Stuck describes up to ten Machines not Running when -timeout ended
 	// the wait: where each one stopped, for whoever reads the result.
 	Stuck []string
-	// ListErrors counts the lists of the wait that failed (an apiserver
-	// too busy to answer in time) and were retried.
-	ListErrors int
 	// LowestAvailable is the machine's lowest MemAvailable from the first
 	// create until every machine ran (or the run ended).
 	LowestAvailable uint64
@@ -178,6 +175,15 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.Before, err = dev.SteadyRSS(ctx, cfg.Settle, cfg.Window); err != nil {
 		return r, err
 	}
+	// The wait reads a watch's copy of the objects, not lists: under the
+	// load of hundreds of clusters coming up, kube-apiserver on 2 CPUs
+	// answers no list of 2,000 Machines within its 60 s request timeout.
+	watching, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	seen, err := watchClusters(watching, restCfg, scheme, cfg.Namespace)
+	if err != nil {
+		return r, err
+	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace}}); err != nil {
 		return r, fmt.Errorf("failed to create namespace %s: %w", cfg.Namespace, err)
 	}
@@ -208,7 +214,7 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	r.Created = time.Since(start)
 	fmt.Fprintf(log, "  created in %s\n", r.Created.Round(10*time.Millisecond))
 
-	if err := wait(guarded, c, dev, cfg, start, &r, log); err != nil {
+	if err := wait(guarded, c, seen, dev, cfg, start, &r, log); err != nil {
 		return r, err
 	}
 	if r.End, err = dev.Read(); err != nil {
@@ -232,7 +238,7 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	}
 
 	list := &infrav1.MonolithClusterList{}
-	if err := c.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
+	if err := seen.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
 		return r, fmt.Errorf("failed to list MonolithClusters: %w", err)
 	}
 	for _, mc := range list.Items {
@@ -247,54 +253,57 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	return r, nil
 }
 
-// wait lists Machines and KubeadmControlPlanes every cfg.Poll until every
-// Machine is Running with a nodeRef and every control plane Available.
-func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start time.Time, r *Result, log io.Writer) error {
+// wait lists Machines and KubeadmControlPlanes from seen, the watch's
+// copy, every cfg.Poll until every Machine is Running with a nodeRef and
+// every control plane Available. c reads the few objects the lists do not
+// hold.
+func wait(parent context.Context, c client.Client, seen client.Reader, dev *Dev, cfg Config, start time.Time, r *Result, log io.Writer) error {
 	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
 	defer cancel()
 	running := map[string]time.Duration{}
 	lastReport := time.Now()
-	orphaned := 0
+	orphaned, available := 0, 0
+	var machines []clusterv1.Machine
 	for {
-		now := time.Since(start)
-		machines := &clusterv1.MachineList{}
+		machineList := &clusterv1.MachineList{}
 		kcps := &controlplanev1.KubeadmControlPlaneList{}
-		err := c.List(ctx, machines, client.InNamespace(cfg.Namespace))
+		err := seen.List(ctx, machineList, client.InNamespace(cfg.Namespace))
 		if err == nil {
-			err = c.List(ctx, kcps, client.InNamespace(cfg.Namespace))
+			err = seen.List(ctx, kcps, client.InNamespace(cfg.Namespace))
 		}
+		now := time.Since(start)
 		if err != nil && ctx.Err() == nil {
-			// A loaded apiserver answers a list with a timeout now and
-			// then; the next poll asks again.
-			r.ListErrors++
-			fmt.Fprintf(log, "  %s: list failed, retrying: %v\n", now.Round(time.Second), err)
+			return fmt.Errorf("failed to read the watched Machines and KubeadmControlPlanes: %w", err)
 		}
-		for _, m := range machines.Items {
-			if _, seen := running[m.Name]; !seen && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
-				running[m.Name] = now
+		if err == nil {
+			machines = machineList.Items
+			for _, m := range machines {
+				if _, ok := running[m.Name]; !ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
+					running[m.Name] = now
+				}
 			}
-		}
-		if len(machines.Items) >= r.Machines && r.Machines-len(running) <= maxOrphanChecks {
-			// Only the last few are looked at: one GET each per poll.
-			orphaned = countOrphaned(ctx, c, machines.Items, running)
-		}
-		if len(running) >= r.Machines-orphaned && r.MachinesRunning == 0 {
-			r.MachinesRunning = now
-			r.Orphaned = orphaned
-		}
-		available := 0
-		for i := range kcps.Items {
-			if conditions.IsTrue(&kcps.Items[i], controlplanev1.KubeadmControlPlaneAvailableCondition) {
-				available++
+			if len(machines) >= r.Machines && r.Machines-len(running) <= maxOrphanChecks {
+				// Only the last few are looked at: one GET each per poll.
+				orphaned = countOrphaned(ctx, c, machines, running)
 			}
-		}
-		if available >= r.Clusters && r.ControlPlanesAvailable == 0 {
-			r.ControlPlanesAvailable = now
+			if len(running) >= r.Machines-orphaned && r.MachinesRunning == 0 {
+				r.MachinesRunning = now
+				r.Orphaned = orphaned
+			}
+			available = 0
+			for i := range kcps.Items {
+				if conditions.IsTrue(&kcps.Items[i], controlplanev1.KubeadmControlPlaneAvailableCondition) {
+					available++
+				}
+			}
+			if available >= r.Clusters && r.ControlPlanesAvailable == 0 {
+				r.ControlPlanesAvailable = now
+			}
 		}
 		if r.MachinesRunning > 0 && r.ControlPlanesAvailable > 0 {
 			r.AllDone = max(r.MachinesRunning, r.ControlPlanesAvailable)
 			if r.Orphaned > 0 {
-				r.Stuck = stuck(ctx, c, machines.Items, running)
+				r.Stuck = stuck(ctx, c, machines, running)
 			}
 			for _, t := range running {
 				r.Running = append(r.Running, t)
@@ -305,7 +314,7 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 		if time.Since(lastReport) >= 30*time.Second {
 			lastReport = time.Now()
 			line := fmt.Sprintf("%s: %d Machines exist, %d/%d Running with a nodeRef, %d/%d control planes Available (load %s, MemAvailable %s)",
-				now.Round(time.Second), len(machines.Items), len(running), r.Machines, available, r.Clusters, harness.LoadAverage(), availableMiB())
+				now.Round(time.Second), len(machines), len(running), r.Machines, available, r.Clusters, harness.LoadAverage(), availableMiB())
 			r.Progress = append(r.Progress, line)
 			fmt.Fprintf(log, "  %s\n", line)
 		}
@@ -329,7 +338,7 @@ func wait(parent context.Context, c client.Client, dev *Dev, cfg Config, start t
 			}
 			slices.Sort(r.Running)
 			if parent.Err() == nil {
-				r.Stuck = stuck(parent, c, machines.Items, running)
+				r.Stuck = stuck(parent, c, machines, running)
 			}
 			fmt.Fprintf(log, "  not done %s\n", r.Incomplete)
 			for _, line := range r.Stuck {

@@ -83,7 +83,7 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 		m.Date.Format("2006-01-02 15:04 UTC"), m.Arch, m.CPUs, m.GoVersion, m.Commit, r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(w, "%d clusters created at once in namespace `%s`, each a KubeadmControlPlane of 1 machine and a MachineDeployment of %d workers (KubeadmConfigTemplate), Kubernetes %s, inMemory backend with %s provisioning and %s bootstrap per machine; created by %d goroutines through a client with no client-side rate limit. Dev's own flags: %q. One run.\n\n",
 		r.Clusters, cfg.Namespace, cfg.Workers, cfg.KubernetesVersion, cfg.ProvisioningDelay, cfg.BootstrapDelay, cfg.Concurrency, cfg.DevArgs)
-	fmt.Fprintf(w, "Times are from the first create, exact to within the %s poll. Steady RSS is the mean VmRSS over %s, read %s after dev was ready (before) and %s after every machine ran (after); per cluster = (after − before) / %d.\n\n",
+	fmt.Fprintf(w, "Times are from the first create, read from a watch of the Machines and KubeadmControlPlanes every %s, exact to within that poll. Steady RSS is the mean VmRSS over %s, read %s after dev was ready (before) and %s after every machine ran (after); per cluster = (after − before) / %d.\n\n",
 		cfg.Poll, cfg.Window, cfg.Settle, cfg.Settle, r.Clusters)
 	if r.OutOfMemory {
 		fmt.Fprintf(w, "**The run was ended because the machine ran short of memory** (MemAvailable below %.0f MiB, `-min-available`): \"after\" is one reading at that moment, not a steady mean, and per cluster divides it by all %d clusters, though not all had come up.\n\n",
@@ -96,7 +96,7 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 	if err := perProcess(r).WriteMarkdown(w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s). Lists of the wait that failed and were retried: %d.\n\nProgress, every 30 s:\n\n", seconds(r.AllDone), r.ListErrors)
+	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s).\n\nProgress, every 30 s:\n\n", seconds(r.AllDone))
 	for _, line := range r.Progress {
 		fmt.Fprintf(w, "- %s\n", line)
 	}
