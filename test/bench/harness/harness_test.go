@@ -47,16 +47,23 @@ func TestForEachCallsEveryIndexOnce(t *testing.T) {
 func TestForEachStopsAtTheFirstError(t *testing.T) {
 	g := NewWithT(t)
 	boom := errors.New("boom")
+	const workers, failing = 4, 10
 	var calls atomic.Int32
-	err := ForEach(t.Context(), 1000, 4, func(_ context.Context, i int) error {
+	err := ForEach(t.Context(), 1000, workers, func(ctx context.Context, i int) error {
 		calls.Add(1)
-		if i == 10 {
+		switch {
+		case i == failing:
 			return boom
+		case i > failing:
+			// Hold every later index until the failure has cancelled the run, so no worker can
+			// race through the rest of the indices before the cancel lands.
+			<-ctx.Done()
 		}
 		return nil
 	})
 	g.Expect(err).To(MatchError(boom))
-	g.Expect(calls.Load()).To(BeNumerically("<", 1000))
+	// The indices before the failing one, the failing one, and at most one in flight per other worker.
+	g.Expect(calls.Load()).To(BeNumerically("<=", failing+1+workers-1))
 }
 
 func TestRateNamesItsSettings(t *testing.T) {
