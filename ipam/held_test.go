@@ -41,7 +41,7 @@ func preMadeAddress(t *testing.T, ns, name, pool, address string) *ipamv1.IPAddr
 func TestPreMadeIPAddressesWithoutRecordsAreNeverHandedOutAgain(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	pool := createPool(t, ns, "pre", spec(24, "10.140.0.1-10.140.0.254"))
+	pool := createPool(t, ns, "pre", spec(24, "10.150.0.1-10.150.0.254"))
 	taken := map[string]string{}
 	// Every other address before the manager starts: the free ones are
 	// scattered, so only a ledger that knows all of them gets it right.
@@ -49,14 +49,14 @@ func TestPreMadeIPAddressesWithoutRecordsAreNeverHandedOutAgain(t *testing.T) {
 		if i%4 == 0 {
 			continue
 		}
-		addr := fmt.Sprintf("10.140.0.%d", i)
+		addr := fmt.Sprintf("10.150.0.%d", i)
 		taken[addr] = preMadeAddress(t, ns, fmt.Sprintf("pre-%03d", i), "pre", addr).Name
 	}
 	startIPAM(t)
 	first := createClaims(t, ns, "c", "pre", 40)
 	// More while it runs, above the range the first claims took.
 	for i := 201; i <= 240; i++ {
-		addr := fmt.Sprintf("10.140.0.%d", i)
+		addr := fmt.Sprintf("10.150.0.%d", i)
 		taken[addr] = preMadeAddress(t, ns, fmt.Sprintf("late-%03d", i), "pre", addr).Name
 	}
 	g.Eventually(func(g Gomega) {
@@ -75,18 +75,18 @@ func TestPreMadeIPAddressesWithoutRecordsAreNeverHandedOutAgain(t *testing.T) {
 func TestAnUpgradeFromAReleaseWithoutRecordsLosesNoAddress(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	createPool(t, ns, "old", spec(24, "10.141.0.10-10.141.0.19"))
+	createPool(t, ns, "old", spec(24, "10.151.0.10-10.151.0.19"))
 	var old []*ipamv1.IPAddressClaim
 	for i := range 9 {
 		// Paused, so that none is recorded before the new claim is served:
 		// only their IPAddresses say the addresses are taken.
 		c := createClaim(t, ns, claimName(i), "old", withAnnotation(clusterv1.PausedAnnotation, ""))
-		preMadeAddress(t, ns, c.Name, "old", fmt.Sprintf("10.141.0.%d", 10+i))
+		preMadeAddress(t, ns, c.Name, "old", fmt.Sprintf("10.151.0.%d", 10+i))
 		old = append(old, c)
 	}
 	startIPAM(t)
 	fresh := createClaim(t, ns, "fresh", "old")
-	g.Expect(addressOf(t, fresh).Spec.Address).To(Equal("10.141.0.19"), "the only address no IPAddress has")
+	g.Expect(addressOf(t, fresh).Spec.Address).To(Equal("10.151.0.19"), "the only address no IPAddress has")
 	g.Expect(liveRecords(g, v1alpha1.MonolithIPPoolKind, ns, "old")).To(HaveLen(1), "the old claims are not recorded yet")
 	for _, c := range old {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
@@ -95,7 +95,7 @@ func TestAnUpgradeFromAReleaseWithoutRecordsLosesNoAddress(t *testing.T) {
 		g.Expect(env.Client.Patch(ctx, c, patch)).To(Succeed())
 	}
 	for i, c := range old {
-		g.Expect(addressOf(t, c).Spec.Address).To(Equal(fmt.Sprintf("10.141.0.%d", 10+i)))
+		g.Expect(addressOf(t, c).Spec.Address).To(Equal(fmt.Sprintf("10.151.0.%d", 10+i)))
 	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(liveRecords(g, v1alpha1.MonolithIPPoolKind, ns, "old")).To(HaveLen(10), "each old address got its record")
@@ -106,18 +106,18 @@ func TestAnIPAddressMadeInAdvanceUnderAClaimsNameIsAdoptedOnlyFromThePool(t *tes
 	g := NewWithT(t)
 	startIPAM(t)
 	ns := namespace(t)
-	createPool(t, ns, "pool", spec(24, "10.142.0.10-10.142.0.20"))
-	preMadeAddress(t, ns, "outside", "pool", "10.142.0.99")
-	preMadeAddress(t, ns, "inside", "pool", "10.142.0.15")
+	createPool(t, ns, "pool", spec(24, "10.152.0.10-10.152.0.20"))
+	preMadeAddress(t, ns, "outside", "pool", "10.152.0.99")
+	preMadeAddress(t, ns, "inside", "pool", "10.152.0.15")
 	outside := createClaim(t, ns, "outside", "pool")
 	inside := createClaim(t, ns, "inside", "pool")
-	g.Expect(addressOf(t, inside).Spec.Address).To(Equal("10.142.0.15"))
+	g.Expect(addressOf(t, inside).Spec.Address).To(Equal("10.152.0.15"))
 	expectReason(t, outside, ipamv1.IPAddressClaimReadyAllocationFailedReason)
-	g.Expect(readyMessage(g, outside)).To(ContainSubstring("10.142.0.99"))
+	g.Expect(readyMessage(g, outside)).To(ContainSubstring("10.152.0.99"))
 	g.Consistently(func(g Gomega) {
 		status, _ := readyReason(g, outside)
 		g.Expect(status).To(Equal(metav1.ConditionFalse))
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "v4-10.142.0.99"}, &v1alpha1.MonolithIPAllocation{})).NotTo(Succeed(), "no record for an address outside the pool")
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "v4-10.152.0.99"}, &v1alpha1.MonolithIPAllocation{})).NotTo(Succeed(), "no record for an address outside the pool")
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
 
@@ -128,9 +128,9 @@ func TestAPoolDeletedAndRecreatedNeverHandsOutAnAddressAnIPAddressHolds(t *testi
 	g := NewWithT(t)
 	startIPAM(t)
 	ns := namespace(t)
-	pool := createPool(t, ns, "again", spec(24, "10.143.0.10-10.143.0.11"))
+	pool := createPool(t, ns, "again", spec(24, "10.153.0.10-10.153.0.11"))
 	held := createClaim(t, ns, "held", "again")
-	g.Expect(addressOf(t, held).Spec.Address).To(Equal("10.143.0.10"))
+	g.Expect(addressOf(t, held).Spec.Address).To(Equal("10.153.0.10"))
 	patch := client.MergeFrom(pool.DeepCopy())
 	pool.Annotations = map[string]string{v1alpha1.SkipDeleteProtectionAnnotation: "true"}
 	g.Expect(env.Client.Patch(ctx, pool, patch)).To(Succeed())
@@ -140,9 +140,9 @@ func TestAPoolDeletedAndRecreatedNeverHandsOutAnAddressAnIPAddressHolds(t *testi
 		g.Expect(liveRecords(g, v1alpha1.MonolithIPPoolKind, ns, "again")).To(BeEmpty())
 	}, timeout).Should(Succeed())
 
-	createPool(t, ns, "again", spec(24, "10.143.0.10-10.143.0.11"))
+	createPool(t, ns, "again", spec(24, "10.153.0.10-10.153.0.11"))
 	next := createClaim(t, ns, "next", "again")
-	g.Expect(addressOf(t, next).Spec.Address).To(Equal("10.143.0.11"), ".10 is still held by claim held's IPAddress")
+	g.Expect(addressOf(t, next).Spec.Address).To(Equal("10.153.0.11"), ".10 is still held by claim held's IPAddress")
 	g.Eventually(func(g Gomega) {
 		g.Expect(liveRecords(g, v1alpha1.MonolithIPPoolKind, ns, "again")).To(HaveLen(2), "the held address is recorded again")
 	}, timeout).Should(Succeed())
@@ -165,7 +165,7 @@ func TestTheSweepCollectsRecordsWhoseClaimIsGone(t *testing.T) {
 	g := NewWithT(t)
 	stop := startIPAM(t)
 	ns := namespace(t)
-	createGlobalPool(t, "swept", spec(24, "10.144.0.10-10.144.0.20"))
+	createGlobalPool(t, "swept", spec(24, "10.154.0.10-10.154.0.20"))
 	gone := createClaim(t, ns, "gone", "swept", fromGlobal())
 	kept := createClaim(t, ns, "kept", "swept", fromGlobal())
 	goneAddress := addressOf(t, gone)
@@ -193,7 +193,7 @@ func TestAClaimMovedBackIsNotBlockedByItsOwnOldRecord(t *testing.T) {
 	g := NewWithT(t)
 	stop := startIPAM(t)
 	ns := namespace(t)
-	createGlobalPool(t, "roundtrip", spec(24, "10.145.0.10-10.145.0.20"))
+	createGlobalPool(t, "roundtrip", spec(24, "10.155.0.10-10.155.0.20"))
 	c := createClaim(t, ns, "moved", "roundtrip", fromGlobal())
 	before := addressOf(t, c)
 	oldUID := c.UID
@@ -223,7 +223,7 @@ func TestAPoolWhoseAllowOverlapAnnotationChangedUnderItsRecordsHandsOutNothing(t
 	g := NewWithT(t)
 	startIPAM(t)
 	ns := namespace(t)
-	pool := createPool(t, ns, "toggled", spec(24, "10.146.0.10-10.146.0.20"))
+	pool := createPool(t, ns, "toggled", spec(24, "10.156.0.10-10.156.0.20"))
 	addressOf(t, createClaim(t, ns, "first", "toggled"))
 	patch := client.MergeFrom(pool.DeepCopy())
 	pool.Annotations = map[string]string{v1alpha1.AllowOverlapAnnotation: "true"}
@@ -245,5 +245,5 @@ func TestAPoolWhoseAllowOverlapAnnotationChangedUnderItsRecordsHandsOutNothing(t
 	patch = client.MergeFrom(pool.DeepCopy())
 	delete(pool.Annotations, v1alpha1.AllowOverlapAnnotation)
 	g.Expect(env.Client.Patch(ctx, pool, patch)).To(Succeed())
-	g.Expect(addressOf(t, second).Spec.Address).To(Equal("10.146.0.11"))
+	g.Expect(addressOf(t, second).Spec.Address).To(Equal("10.156.0.11"))
 }
