@@ -30,6 +30,6 @@ func TestTheFirstRecorderOfAnEndpointIsTheOldestMonolithClusterRecordingIt(t *te
 	}
 	first := firstRecorder(items, ep)
 	g.Expect(first).NotTo(BeNil())
-	g.Expect(first.Namespace + "/" + first.Name).To(Equal("a/same-second"), "the oldest, then by namespace and name")
+	g.Expect(first.Namespace+"/"+first.Name).To(Equal("a/same-second"), "the oldest, then by namespace and name")
 	g.Expect(firstRecorder(items, clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20003})).To(BeNil())
 }

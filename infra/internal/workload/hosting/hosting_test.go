@@ -261,10 +261,12 @@ func TestAnEndpointTwoClustersRecordIsServedOnlyForTheFirst(t *testing.T) {
 	r := freeRange(g, 2)
 	recorded := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(r.First)}
 	h, err := hosting.New(hosting.Options{
-		Address:   netip.MustParseAddr("127.0.0.1"),
-		Ports:     r,
-		Secrets:   fake.NewClientBuilder().Build(),
-		Endpoints: func(context.Context) ([]clusterv1.APIEndpoint, error) { return []clusterv1.APIEndpoint{recorded, recorded}, nil },
+		Address: netip.MustParseAddr("127.0.0.1"),
+		Ports:   r,
+		Secrets: fake.NewClientBuilder().Build(),
+		Endpoints: func(context.Context) ([]clusterv1.APIEndpoint, error) {
+			return []clusterv1.APIEndpoint{recorded, recorded}, nil
+		},
 		FirstRecorder: func(_ context.Context, e clusterv1.APIEndpoint) (types.NamespacedName, bool, error) {
 			return key("older"), e == recorded, nil
 		},
