@@ -245,4 +245,3 @@ func (v *Validator) checkEndpointFree(ctx context.Context, mc *v1alpha1.Monolith
 	}
 	return nil, nil
 }
-
