@@ -42,6 +42,11 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		return nil, true, nil
 	}
 	pending := 0
+	// blocked is why the first waiting claim cannot be served, as the
+	// IPAM provider says on it (PoolExhausted, PoolNotReady, ...): shown
+	// on the machine, and through its Ready on the Machine, instead of a
+	// bare count.
+	var blocked *metav1.Condition
 	for i, pool := range pools {
 		claim := &ipamv1.IPAddressClaim{}
 		key := client.ObjectKey{Namespace: mm.Namespace, Name: ClaimName(mm.Name, i)}
@@ -83,6 +88,9 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		}
 		if claim.Status.AddressRef.Name == "" {
 			pending++
+			if blocked == nil {
+				blocked = whyWaiting(claim)
+			}
 			continue
 		}
 		address := &ipamv1.IPAddress{}
@@ -101,12 +109,33 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		static = append(static, s)
 	}
 	if pending > 0 {
-		setCondition(mm, metav1.ConditionFalse, v1alpha1.WaitingForIPAddressesReason,
-			fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools)))
+		waiting := fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools))
+		if blocked != nil {
+			setCondition(mm, metav1.ConditionFalse, blocked.Reason, fmt.Sprintf("%s; %s", blocked.Message, waiting))
+			return nil, false, nil
+		}
+		setCondition(mm, metav1.ConditionFalse, v1alpha1.WaitingForIPAddressesReason, waiting)
 		return nil, false, nil
 	}
 	setCondition(mm, metav1.ConditionTrue, v1alpha1.ClaimedReason, "")
 	return static, true, nil
+}
+
+// whyWaiting returns the reason and message to show for a claim its IPAM
+// provider reports as not servable (Ready=False with a reason), nil when it
+// says nothing yet. The message names the claim and carries the reason, so
+// that a summary that keeps only messages (the machine's Ready, mirrored to
+// the Machine) still says it; the provider's message names the pool.
+func whyWaiting(claim *ipamv1.IPAddressClaim) *metav1.Condition {
+	cond := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason == "" {
+		return nil
+	}
+	detail := cond.Message
+	if detail == "" {
+		detail = fmt.Sprintf("pool %s %s", claim.Spec.PoolRef.Kind, claim.Spec.PoolRef.Name)
+	}
+	return &metav1.Condition{Reason: cond.Reason, Message: fmt.Sprintf("IPAddressClaim %s: %s: %s", claim.Name, cond.Reason, detail)}
 }
 
 func setCondition(mm *v1alpha1.MonolithMachine, status metav1.ConditionStatus, reason, message string) {

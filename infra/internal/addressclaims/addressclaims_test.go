@@ -116,3 +116,41 @@ func TestOurClaimIsUsed(t *testing.T) {
 	g.Expect(static).To(HaveLen(1))
 	g.Expect(static[0].Address.String()).To(Equal("10.0.0.5"))
 }
+
+// A claim its IPAM provider cannot serve shows why on the machine: the
+// provider's reason (PoolExhausted) and its message, naming the pool,
+// not only a count of waiting claims.
+func TestAnExhaustedPoolShowsOnTheMachineWithItsReasonAndName(t *testing.T) {
+	g := NewWithT(t)
+	mm := machine("now")
+	mm.Spec.AddressesFromPools = append(mm.Spec.AddressesFromPools,
+		corev1.TypedLocalObjectReference{APIGroup: ptr.To("ipam.cluster.x-k8s.io"), Kind: "MonolithIPPool", Name: "full"})
+	waiting := claimOf("now", false)
+	waiting.Name = addressclaims.ClaimName("m", 1)
+	waiting.Spec.PoolRef = ipamv1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "MonolithIPPool", Name: "full"}
+	waiting.Status.AddressRef = ipamv1.IPAddressReference{}
+	conditions.Set(waiting, metav1.Condition{Type: ipamv1.IPAddressClaimReadyCondition, Status: metav1.ConditionFalse,
+		Reason: ipamv1.IPAddressClaimReadyPoolExhaustedReason, Message: "MonolithIPPool ns/full has no free address"})
+	c := newClient(t, claimOf("now", false), waiting)
+
+	_, ready, err := addressclaims.Reconcile(context.Background(), c, mm, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ready).To(BeFalse())
+	cond := conditions.Get(mm, v1alpha1.IPAddressesClaimedCondition)
+	g.Expect(cond).NotTo(BeNil())
+	g.Expect(cond.Reason).To(Equal("PoolExhausted"))
+	g.Expect(cond.Message).To(Equal("IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"))
+}
+
+// A claim its provider has not looked at yet is only counted.
+func TestAClaimNotLookedAtYetIsOnlyCounted(t *testing.T) {
+	g := NewWithT(t)
+	fresh := claimOf("now", false)
+	fresh.Status.AddressRef = ipamv1.IPAddressReference{}
+	mm := machine("now")
+	_, ready, err := addressclaims.Reconcile(context.Background(), newClient(t, fresh), mm, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ready).To(BeFalse())
+	g.Expect(conditions.GetReason(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal(v1alpha1.WaitingForIPAddressesReason))
+	g.Expect(conditions.GetMessage(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal("Waiting for 1 of 1 IP addresses"))
+}

@@ -7,6 +7,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,7 +82,11 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 	case state.Running:
 		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, state.Progress)
 	case state.Err != nil:
-		setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, state.Err.Error())
+		reason := v1alpha1.FailedReason
+		if errors.Is(state.Err, backend.ErrInvalidBootstrapData) {
+			reason = v1alpha1.InvalidBootstrapDataReason
+		}
+		setCondition(mm, metav1.ConditionFalse, reason, state.Err.Error())
 		if wait := time.Until(state.Finished.Add(RetryAfter)); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}

@@ -89,15 +89,15 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 
 	if problem, err := r.configurationProblem(ctx, pool, s.Cluster); err != nil || problem != "" {
 		if problem != "" {
-			pool.Status.FailureReason = ptr.To(v1alpha1.InvalidConfigurationReason)
-			pool.Status.FailureMessage = ptr.To(problem)
+			// A condition only: contract v1beta2 has no failureReason, and
+			// Cluster API v1.14.2 core panics on a MachinePool whose
+			// infrastructure sets one.
 			setInstancesReady(pool, metav1.ConditionFalse, v1alpha1.InvalidConfigurationReason, problem)
 			// Nothing helps but a spec change, which reconciles again.
 			return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid configuration: %s", problem))
 		}
 		return ctrl.Result{}, err
 	}
-	pool.Status.FailureReason, pool.Status.FailureMessage = nil, nil
 
 	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
 		setInstancesReady(pool, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "")
