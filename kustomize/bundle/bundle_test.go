@@ -52,6 +52,7 @@ func TestRepositoryLayout(t *testing.T) {
 		"infrastructure-monolith"+v+"cluster-template-ipam.yaml",
 		"infrastructure-monolith"+v+"cluster-template-machinepool.yaml",
 		"infrastructure-monolith"+v+"cluster-template-topology.yaml",
+		"infrastructure-monolith"+v+"cluster-template-topology-taints.yaml",
 		"infrastructure-monolith"+v+"cluster-template-taints.yaml",
 		"infrastructure-monolith"+v+"clusterclass-monolith.yaml",
 		"ipam-monolith"+v+"ipam-components.yaml",

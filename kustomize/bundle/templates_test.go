@@ -27,7 +27,7 @@ import (
 
 // flavors are the workload cluster templates of the infrastructure
 // provider ("" is cluster-template.yaml).
-var flavors = []string{"", "docker", "healthcheck", "ipam", "machinepool", "taints", "topology"}
+var flavors = []string{"", "docker", "healthcheck", "ipam", "machinepool", "taints", "topology", "topology-taints"}
 
 // commonVariables are clusterctl's; the provider variables are prefixed
 // MONOLITH_ and each has a default (docs/bundles.md lists them).
@@ -236,7 +236,7 @@ func expectKubeadmShape(g Gomega, flavor string, objs []unstructured.Unstructure
 	g.Expect(clusters).To(HaveLen(1))
 	cluster := clusters[0]
 
-	if flavor == "topology" {
+	if strings.HasPrefix(flavor, "topology") {
 		// clusterctl adds the ClusterClass the Cluster names.
 		g.Expect(kinds).To(HaveKeyWithValue("ClusterClass", 1))
 		r, _, err := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "topology", "controlPlane", "replicas")

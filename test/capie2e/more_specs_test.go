@@ -24,16 +24,6 @@ var _ = Describe("Cluster API quick start, ipam flavor", func() {
 	})
 })
 
-var _ = Describe("Cluster API quick start, machinepool flavor", func() {
-	capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
-		return capie2e.QuickStartSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor: ptr.To("machinepool"),
-		}
-	})
-})
-
 var _ = Describe("Cluster API MachineDeployment scale, default flavor", func() {
 	capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
 		return capie2e.MachineDeploymentScaleSpecInput{
@@ -136,12 +126,12 @@ var _ = Describe("Cluster API ClusterClass changes (topology flavor)", func() {
 	})
 })
 
-var _ = Describe("Cluster API ClusterClass rollout (topology flavor)", func() {
+var _ = Describe("Cluster API ClusterClass rollout (topology-taints flavor)", func() {
 	capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
 		return capie2e.ClusterClassRolloutSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor: "topology",
+			Flavor: "topology-taints",
 		}
 	})
 })
