@@ -107,7 +107,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
 	capiGates := map[string]bool{}
 	fs.Var(cliflag.NewMapStringBool(&capiGates), "capi-feature-gates",
-		"Feature gates of Cluster API's managers, set over dev's defaults ("+capimanager.DefaultFeatureGates+"), e.g. InPlaceUpdates=true.")
+		"Feature gates of Cluster API's managers, set over dev's defaults ("+capimanager.DefaultFeatureGates+"), e.g. InPlaceUpdates=false.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
 	// The manager's and the modules' flags, into typed options for Start.
 	// Dev's listener defaults apply unless a flag says otherwise.

@@ -13,11 +13,11 @@ func TestFeatureGates(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "the defaults, sorted", want: "ClusterTopology=true,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=true,RuntimeSDK=true"},
-		{name: "a gate added", extra: map[string]bool{"InPlaceUpdates": true},
-			want: "ClusterTopology=true,InPlaceUpdates=true,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=true,RuntimeSDK=true"},
-		{name: "a default turned off", extra: map[string]bool{"MachineTaintPropagation": false},
-			want: "ClusterTopology=true,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=false,RuntimeSDK=true"},
+		{name: "the defaults, sorted", want: "ClusterTopology=true,InPlaceUpdates=true,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=true,RuntimeSDK=true"},
+		{name: "a gate added", extra: map[string]bool{"PriorityQueue": false},
+			want: "ClusterTopology=true,InPlaceUpdates=true,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=true,PriorityQueue=false,RuntimeSDK=true"},
+		{name: "a default turned off", extra: map[string]bool{"InPlaceUpdates": false},
+			want: "ClusterTopology=true,InPlaceUpdates=false,KubeadmBootstrapFormatIgnition=true,MachinePool=true,MachineTaintPropagation=true,RuntimeSDK=true"},
 		{name: "an unknown gate names the known ones", extra: map[string]bool{"InPlaceUpdate": true},
 			wantErr: `unknown Cluster API feature gate "InPlaceUpdate": Cluster API's managers know AllAlpha, AllBeta, ClusterTopology, InPlaceUpdates,`},
 	}

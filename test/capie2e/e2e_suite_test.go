@@ -42,6 +42,7 @@ var (
 	binaryPath     string
 	kubeconfigPath string
 	skipCleanup    bool
+	featureGates   string
 )
 
 func init() {
@@ -50,6 +51,7 @@ func init() {
 	flag.StringVar(&binaryPath, "e2e.binary", "../../bin/capi-monolith", "The capi-monolith binary (make build).")
 	flag.StringVar(&kubeconfigPath, "e2e.kubeconfig", "", "The kubeconfig of a capi-monolith dev that runs already; by default the suite starts its own and stops it at the end.")
 	flag.BoolVar(&skipCleanup, "e2e.skip-resource-cleanup", false, "Leave each spec's namespace and clusters behind.")
+	flag.StringVar(&featureGates, "e2e.capi-feature-gates", "", "Passed to the dev the suite starts as --capi-feature-gates, e.g. InPlaceUpdates=true.")
 }
 
 var (
@@ -136,7 +138,11 @@ func startDev(dir string) *devProcess {
 	Expect(err).NotTo(HaveOccurred())
 	// A --data-dir of the artifacts keeps the managers' logs
 	// (<dir>/state/logs) for a failed spec; it is emptied at every start.
-	d.cmd = exec.Command(binaryPath, "dev", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig-out", d.kubeconfig)
+	args := []string{"dev", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig-out", d.kubeconfig}
+	if featureGates != "" {
+		args = append(args, "--capi-feature-gates", featureGates)
+	}
+	d.cmd = exec.Command(binaryPath, args...)
 	d.cmd.Dir = dir
 	d.cmd.Stderr = logFile
 	stdout, err := d.cmd.StdoutPipe()
