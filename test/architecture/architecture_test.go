@@ -25,13 +25,13 @@ func TestCheckReportsForbiddenImports(t *testing.T) {
 	graph := architecture.Graph{
 		"main":                                   {"infra", "machinepool", "ipam", "runtimeext", "manager"},
 		"machinepool":                            {"infra/machines", "infra/api/v1alpha1", "machinepool/internal/instances"},
-		"machinepool/internal/reconcilers/pool":  {"infra/api/v1alpha1", "infra/machines", "contracts/reconcile"},
+		"machinepool/internal/reconcilers/pool":  {"infra/api/v1alpha1", "infra/machines", "contracts/scaffold"},
 		"runtimeext/internal/handlers/lifecycle": {"ipam/api/v1alpha1"},
 		"test/managertest":                       {"infra", "ipam"},
 		"dev":                                    {"runtimeext", "manager"},
-		"infra/internal/reconcilers/machine":     {"contracts/reconcile", "infra/api/v1alpha1"},
+		"infra/internal/reconcilers/machine":     {"contracts/scaffold", "infra/api/v1alpha1"},
 		"ipam/internal/something":                {"ipam/api/v1alpha1"},
-		"contracts/reconcile":                    {},
+		"contracts/scaffold":                     {},
 	}
 	tests := []struct {
 		name       string
@@ -47,8 +47,8 @@ func TestCheckReportsForbiddenImports(t *testing.T) {
 			violations: []string{"infra/internal/reconcilers/machine imports machinepool/api/v1alpha1"}},
 		{name: "runtimeext importing a seam it was not given", from: "runtimeext/internal/handlers/lifecycle", to: "infra/machines",
 			violations: []string{"runtimeext/internal/handlers/lifecycle imports infra/machines"}},
-		{name: "a shared area importing a module", from: "contracts/reconcile", to: "infra/api/v1alpha1",
-			violations: []string{"contracts/reconcile imports infra/api/v1alpha1"}},
+		{name: "a shared area importing a module", from: "contracts/scaffold", to: "infra/api/v1alpha1",
+			violations: []string{"contracts/scaffold imports infra/api/v1alpha1"}},
 		{name: "dev importing a module beyond its arrow", from: "dev", to: "ipam",
 			violations: []string{"dev imports ipam"}},
 		{name: "the binary and test/ wire modules freely", from: "test/managertest", to: "machinepool"},

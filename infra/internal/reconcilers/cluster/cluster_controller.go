@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -53,14 +53,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil || r.APIReader == nil {
 		return errors.New("cluster.Reconciler: Client and APIReader are required")
 	}
-	scaffold, err := reconcile.New(reconcile.Options[*v1alpha1.MonolithCluster]{
+	scaffold, err := scaffold.New(scaffold.Options[*v1alpha1.MonolithCluster]{
 		Client:    r.Client,
 		NewObject: func() *v1alpha1.MonolithCluster { return &v1alpha1.MonolithCluster{} },
 		Phases:    r,
 		Finalizer: v1alpha1.ClusterFinalizer,
 		// Cluster API sets the owner reference; the finalizer waits for it
 		// so that our patch never races core's server-side apply.
-		GetCluster:       reconcile.ClusterFromOwnerReference[*v1alpha1.MonolithCluster],
+		GetCluster:       scaffold.ClusterFromOwnerReference[*v1alpha1.MonolithCluster],
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{clusterv1.ReadyCondition, v1alpha1.LoadBalancerAvailableCondition},
@@ -83,7 +83,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 }
 
 // ReconcileNormal provisions the cluster's infrastructure.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
 	mc := s.Object
 	b, err := r.Backends.ForCluster(mc.Spec.Backend)
 	if err != nil {
@@ -119,7 +119,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 }
 
 // ReconcileDelete releases everything the backend made for the cluster.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
 	mc := s.Object
 	setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.DeletingReason, "")
 	b, err := r.Backends.ForCluster(mc.Spec.Backend)
@@ -149,7 +149,7 @@ func clusterRef(mc *v1alpha1.MonolithCluster, cluster *clusterv1.Cluster) backen
 }
 
 // UpdateStatus summarises the backend's conditions into Ready.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) {
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithCluster]) {
 	if err := conditions.SetSummaryCondition(s.Object, s.Object, clusterv1.ReadyCondition,
 		conditions.ForConditionTypes{v1alpha1.LoadBalancerAvailableCondition}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")

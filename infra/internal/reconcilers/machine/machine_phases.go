@@ -13,7 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
@@ -31,7 +31,7 @@ const (
 const ownerNotHandledReason = "OwnerNotHandled"
 
 // ReconcileNormal drives the machine to a provisioned, bootstrapped node.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
 	mm := s.Object
 	r.removeLegacyFinalizers(mm)
 	owner := r.owners.of(mm)
@@ -130,7 +130,7 @@ func (r *Reconciler) removeLegacyFinalizers(mm *v1alpha1.MonolithMachine) {
 
 // ReconcileDelete cancels the bootstrap, deletes the node and releases the
 // machine's addresses.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
 	mm := s.Object
 	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.DeletingReason, "")
 	r.Tasks.Forget(string(mm.UID))

@@ -8,13 +8,13 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
 
 // UpdateStatus summarises the machine's conditions into Ready. The phases
 // record facts in their own conditions; Ready is set here only.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) {
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachine]) {
 	if err := setReady(s.Object); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
 	}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels/format"
 
-	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
@@ -55,7 +55,7 @@ const (
 
 // ReconcileNormal scales and rolls the pool's instances towards the
 // MachinePool's replicas and version, and reports them.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
 	pool := s.Object
 	pool.Status.InfrastructureMachineKind = v1alpha1.InfrastructureMachineKind
 	if pool.Spec.ProviderID == "" {
@@ -408,7 +408,7 @@ func (r *Reconciler) waitForCache(ctx context.Context, done wait.ConditionWithCo
 
 // ReconcileDelete removes every instance (through its Machine when it has
 // one) and lets the pool go once none is left.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
 	pool := s.Object
 	instances, err := r.instancesOf(ctx, pool)
 	if err != nil {

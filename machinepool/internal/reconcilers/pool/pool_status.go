@@ -12,7 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
 
@@ -87,7 +87,7 @@ func setInstancesReady(pool *v1alpha1.MonolithMachinePool, status metav1.Conditi
 }
 
 // UpdateStatus summarises the pool's conditions into Ready.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) {
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *scaffold.Scope[*v1alpha1.MonolithMachinePool]) {
 	if err := conditions.SetSummaryCondition(s.Object, s.Object, clusterv1.ReadyCondition,
 		conditions.ForConditionTypes{v1alpha1.InstancesReadyCondition}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")

@@ -1,4 +1,4 @@
-// Package reconcile is the reconcile scaffold every module's reconcilers are
+// Package scaffold is the reconcile scaffold every module's reconcilers are
 // built on, so that none of them writes the Cluster API contract steps again:
 //
 //	get the object (gone: done)
@@ -12,4 +12,4 @@
 //	  the scaffold remove the finalizer.
 //
 // A module implements Phases for its kind and builds a Reconciler with New.
-package reconcile
+package scaffold

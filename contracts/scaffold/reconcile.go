@@ -1,4 +1,4 @@
-package reconcile
+package scaffold
 
 import (
 	"context"
@@ -98,7 +98,7 @@ type Reconciler[T Object] struct {
 // New returns the scaffold for one kind; it rejects missing dependencies.
 func New[T Object](opts Options[T]) (*Reconciler[T], error) {
 	if opts.Client == nil || opts.NewObject == nil || opts.Phases == nil {
-		return nil, errors.New("reconcile: Client, NewObject and Phases are required")
+		return nil, errors.New("scaffold: Client, NewObject and Phases are required")
 	}
 	opts.OwnedConditions = append([]string{clusterv1.PausedCondition}, opts.OwnedConditions...)
 	return &Reconciler[T]{opts: opts}, nil
