@@ -99,9 +99,10 @@ type Options struct {
 	Binaries map[string]string
 
 	// Modules are the modules to run, built with their typed options (for
-	// example infra.New(infra.DefaultOptions())); required. The runtimeext
-	// module's own ExtensionConfig registration is turned off: dev
-	// registers the extension itself (see DefaultExtensionConfigName).
+	// example infra.New(infra.DefaultOptions())), in set-up order;
+	// required. The runtimeext module's own ExtensionConfig registration is
+	// turned off: dev registers the extension itself (see
+	// DefaultExtensionConfigName).
 	Modules []modules.Module
 
 	// Manager are the manager's options. Default: DefaultManagerOptions.
@@ -233,8 +234,8 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err := mgrOpts.Validate(); err != nil {
 		return nil, err
 	}
-	enabled, err := modules.Order(withoutRegistration(opts.Modules))
-	if err != nil {
+	enabled := withoutRegistration(opts.Modules)
+	if err := modules.Check(enabled); err != nil {
 		return nil, err
 	}
 	capi, err := capimodule.Locate()

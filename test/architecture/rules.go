@@ -12,7 +12,7 @@ var HouseRules = Rules{
 		{From: "machinepool", To: "infra/api/...",
 			Why: "pool instances are MonolithMachines of MonolithClusters; the pool template embeds MachineBackend"},
 		{From: "machinepool", To: "infra/machines",
-			Why: "the seam: machine services built once per manager, owner-adapter registration, MonolithCluster lookup, machine validation"},
+			Why: "the seam: the one MonolithMachine controller (handed to machinepool.New) with owner-adapter registration, MonolithCluster lookup, machine validation"},
 		{From: "runtimeext", To: "ipam/api/...",
 			Why: "the IP capacity gate and the topology variables read the pool kinds"},
 		{From: "runtimeext", To: "infra/api/...",
