@@ -52,6 +52,19 @@ func TestCheckReportsForbiddenImports(t *testing.T) {
 		{name: "dev importing a module beyond its arrow", from: "dev", to: "ipam",
 			violations: []string{"dev imports ipam"}},
 		{name: "the binary and test/ wire modules freely", from: "test/managertest", to: "machinepool"},
+		{name: "a shared area importing a shared area without an arrow", from: "contracts/scaffold", to: "manager",
+			violations: []string{"contracts/scaffold imports manager"}},
+		{name: "the manager importing the module interface", from: "manager", to: "modules"},
+		{name: "a module importing a shared area other than contracts and modules", from: "infra/internal/reconcilers/machine", to: "manager",
+			violations: []string{"infra/internal/reconcilers/machine imports manager"}},
+		{name: "a reconciler importing its module's backend and api", from: "infra/internal/reconcilers/machine", to: "infra/internal/backend"},
+		{name: "a backend importing a reconciler (never back)", from: "infra/internal/backend/docker", to: "infra/internal/reconcilers/machine",
+			violations: []string{"infra/internal/backend/docker imports infra/internal/reconcilers/machine"}},
+		{name: "an api package importing its module's internals", from: "infra/api/v1alpha1", to: "infra/internal/backend",
+			violations: []string{"infra/api/v1alpha1 imports infra/internal/backend"}},
+		{name: "an internal package importing its module's root", from: "ipam/internal/something", to: "ipam",
+			violations: []string{"ipam/internal/something imports ipam"}},
+		{name: "the seam importing its module's reconciler", from: "infra/machines", to: "infra/internal/reconcilers/machine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
