@@ -16,7 +16,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
@@ -70,11 +69,11 @@ func TestAClaimOfAnotherObjectIsNeitherUsedNorReleased(t *testing.T) {
 	c := newClient(t, foreign)
 	mm := machine("now")
 
-	static, ready, err := addressclaims.Reconcile(ctx, c, mm, cluster)
+	res, err := addressclaims.Reconcile(ctx, c, mm, cluster)
 	g.Expect(err).To(MatchError(ContainSubstring("IPAddressClaim m-0 exists and belongs to another object")))
-	g.Expect(ready).To(BeFalse())
-	g.Expect(static).To(BeEmpty())
-	g.Expect(conditions.GetReason(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal(v1alpha1.FailedReason))
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Static).To(BeEmpty())
+	g.Expect(res.Progress.Reason).To(Equal(v1alpha1.FailedReason))
 
 	g.Expect(addressclaims.Release(ctx, c, mm)).To(Succeed())
 	got := &ipamv1.IPAddressClaim{}
@@ -89,15 +88,15 @@ func TestADeletingClaimIsNotUsed(t *testing.T) {
 	ctx := context.Background()
 
 	c := newClient(t, claimOf("earlier", true))
-	_, ready, err := addressclaims.Reconcile(ctx, c, machine("now"), cluster)
+	res, err := addressclaims.Reconcile(ctx, c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse(), "waits for the earlier machine's claim to go")
+	g.Expect(res.Ready).To(BeFalse(), "waits for the earlier machine's claim to go")
 
 	ours := claimOf("now", true)
 	c = newClient(t, ours)
-	_, ready, err = addressclaims.Reconcile(ctx, c, machine("now"), cluster)
+	res, err = addressclaims.Reconcile(ctx, c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse(), "the address of a deleting claim is not used")
+	g.Expect(res.Ready).To(BeFalse(), "the address of a deleting claim is not used")
 	got := &ipamv1.IPAddressClaim{}
 	err = c.Get(ctx, client.ObjectKeyFromObject(ours), got)
 	if !apierrors.IsNotFound(err) {
@@ -110,9 +109,9 @@ func TestADeletingClaimIsNotUsed(t *testing.T) {
 func TestOurClaimIsUsed(t *testing.T) {
 	g := NewWithT(t)
 	c := newClient(t, claimOf("now", false))
-	static, ready, err := addressclaims.Reconcile(context.Background(), c, machine("now"), cluster)
+	res, err := addressclaims.Reconcile(context.Background(), c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeTrue())
-	g.Expect(static).To(HaveLen(1))
-	g.Expect(static[0].Address.String()).To(Equal("10.0.0.5"))
+	g.Expect(res.Ready).To(BeTrue())
+	g.Expect(res.Static).To(HaveLen(1))
+	g.Expect(res.Static[0].Address.String()).To(Equal("10.0.0.5"))
 }

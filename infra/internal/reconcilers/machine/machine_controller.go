@@ -105,9 +105,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 
 // scaffold is the contract scaffold running the phases: one finalizer and
 // one status writer for every MonolithMachine, whatever its owner.
-func (r *Reconciler) scaffold() (*scaffold.Reconciler[*v1alpha1.MonolithMachine], error) {
+func (r *Reconciler) scaffold() (*scaffold.ReconcilerWith[*v1alpha1.MonolithMachine, results], error) {
 	r.owners.setBuiltin(machineOwner{client: r.Client})
-	return scaffold.New(scaffold.Options[*v1alpha1.MonolithMachine]{
+	return scaffold.New(scaffold.OptionsWith[*v1alpha1.MonolithMachine, results]{
 		Client:           r.Client,
 		NewObject:        func() *v1alpha1.MonolithMachine { return &v1alpha1.MonolithMachine{} },
 		Phases:           r,
