@@ -47,7 +47,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil {
 		return errors.New("pool.Reconciler: Client is required")
 	}
-	scaffold, err := scaffold.New(scaffold.Options[*v1alpha1.MonolithMachinePool]{
+	scaffold, err := scaffold.New(scaffold.OptionsWith[*v1alpha1.MonolithMachinePool, results]{
 		Client:           r.Client,
 		NewObject:        func() *v1alpha1.MonolithMachinePool { return &v1alpha1.MonolithMachinePool{} },
 		Phases:           r,
