@@ -12,4 +12,7 @@
 //	  the scaffold remove the finalizer.
 //
 // A module implements Phases for its kind and builds a Reconciler with New.
+// A kind whose phases record their results on the scope (ScopeWith's
+// Results), for UpdateStatus to derive every condition and status field in
+// one place, implements PhasesWith with its own results type instead.
 package scaffold

@@ -1,6 +1,6 @@
 package architecture
 
-// HouseRules are capi-monolith's import rules (the README's Layout
+// HouseRules are capi-monolith's import rules (docs/dev.md's Layout
 // section explains them): a module imports another module's api/ packages
 // and the exported seams listed here, of the shared areas only contracts/
 // and modules/, nothing else; the shared areas import no module and only the
