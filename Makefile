@@ -133,15 +133,16 @@ docker-test-images: ## Build the images the docker backend's tests run (from Deb
 # end-to-end suite does not start last and run alone at the end.
 LONG_TEST_PACKAGES  := ./test/e2e/ ./dev/ ./test/clusterctl/ ./ipam/ ./machinepool/
 
-test: envtest-assets capi-managers clusterctl docker-test-images image ## Run every test: unit, envtest integration, Docker, the image and end to end.
+test: envtest-assets capi-managers clusterctl docker-test-images image ## Run every test: unit, envtest integration, Docker, the image, end to end, and the short set of Cluster API's own e2e specs.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 $(LONG_TEST_PACKAGES) ./...
+	$(MAKE) --no-print-directory test-capi-e2e CAPI_E2E_LABELS=short
 
 # FUZZTIME is how long `make fuzz` runs each fuzz target; `make test` runs
 # only their seed corpora (plain `go test`).
 FUZZTIME ?= 1m
 
 .PHONY: fuzz
-fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server, cloud-init parsing, IP allocator) for FUZZTIME each (default 1m).
+fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server, cloud-init and kubeadm bootstrap parsing, IP allocator, pool specs) for FUZZTIME each (default 1m).
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
 	  pkg=./$$(dirname $${f#./}); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
@@ -153,6 +154,16 @@ fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server,
 .PHONY: test-e2e
 test-e2e: envtest-assets capi-managers clusterctl docker-test-images ## Run only the end-to-end suite (part of make test) on a dev environment.
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -count=1 ./test/e2e/ -ginkgo.v
+
+# Cluster API's own e2e specs (test/capie2e, a module of its own pinning
+# sigs.k8s.io/cluster-api/test) against a capi-monolith dev the suite starts.
+# CAPI_E2E_LABELS is a ginkgo label filter: `short` is make test's set.
+CAPI_E2E_LABELS     ?=
+CAPI_E2E_TIMEOUT    ?= 120m
+
+.PHONY: test-capi-e2e
+test-capi-e2e: build envtest-assets capi-managers clusterctl ## Run Cluster API v1.14.2's e2e spec library (test/capie2e) against capi-monolith dev: every spec that applies (CAPI_E2E_LABELS=short: make test's set).
+	cd test/capie2e && go test -tags e2e $(GO_TEST_FLAGS) -timeout $(CAPI_E2E_TIMEOUT) -count=1 . -ginkgo.v $(if $(CAPI_E2E_LABELS),-ginkgo.label-filter='$(CAPI_E2E_LABELS)')
 
 .PHONY: test-chaos
 test-chaos: envtest-assets capi-managers docker-test-images image ## Run the long chaos suite (test/chaos, build tag chaos; make test runs only its short run): clusters of every flavor created, scaled and deleted while the manager is SIGKILLed, kube-apiserver restarted, Docker containers killed.

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capi-monolith/capi-monolith/dev/access"
+	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/manager"
@@ -104,6 +105,9 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	fs.BoolVar(&opts.Quiet, "quiet", false, "Print no progress, only errors.")
 	fs.BoolVar(&opts.Cleanup, "cleanup", false,
 		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
+	capiGates := map[string]bool{}
+	fs.Var(cliflag.NewMapStringBool(&capiGates), "capi-feature-gates",
+		"Feature gates of Cluster API's managers, set over dev's defaults ("+capimanager.DefaultFeatureGates+"), e.g. InPlaceUpdates=true.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
 	// The manager's and the modules' flags, into typed options for Start.
 	// Dev's listener defaults apply unless a flag says otherwise.
@@ -133,6 +137,10 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	}
 	if opts.KubeconfigOut == "" {
 		return errors.New("--kubeconfig-out must not be empty")
+	}
+	featureGates, err := capimanager.FeatureGates(capiGates)
+	if err != nil {
+		return fmt.Errorf("invalid --capi-feature-gates: %w", err)
 	}
 	if err := mgrOpts.Validate(); err != nil {
 		return err
@@ -179,6 +187,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 		Modules:       mods,
 		Manager:       &mgrOpts,
 		Progress:      display,
+		FeatureGates:  featureGates,
 	})
 	if err != nil {
 		return err

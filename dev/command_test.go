@@ -26,6 +26,8 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 		{name: "an empty kubeconfig-out is refused", args: []string{"--kubeconfig-out="}, wantErr: "--kubeconfig-out must not be empty"},
 		{name: "stray arguments are refused", args: []string{"serve"}, wantErr: `unexpected arguments ["serve"]`},
 		{name: "a module flag is bound", args: []string{"--docker-unprivileged-nodes=maybe"}, wantErr: "docker-unprivileged-nodes"},
+		{name: "an unknown Cluster API feature gate is refused", args: []string{"--capi-feature-gates=NoSuchGate=true"}, wantErr: `invalid --capi-feature-gates: unknown Cluster API feature gate "NoSuchGate"`},
+		{name: "a feature gate without a boolean is refused", args: []string{"--capi-feature-gates=InPlaceUpdates"}, wantErr: "capi-feature-gates"},
 		{name: "a bad manager flag is refused", args: []string{"--sync-period=-1s"}, wantErr: "--sync-period must be positive"},
 		{name: "a missing core binary names the make target", args: []string{"--quiet"},
 			env: map[string]string{"CAPI_CORE_MANAGER": "/nonexistent/manager"}, wantErr: "make capi-core"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -28,6 +29,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
@@ -35,6 +37,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/controllermanager"
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
+	"github.com/capi-monolith/capi-monolith/dev/inventory"
 	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
 	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
@@ -123,6 +126,10 @@ type Options struct {
 	// ExtensionConfigName names the ExtensionConfig of the runtime
 	// extension. Default: DefaultExtensionConfigName.
 	ExtensionConfigName string
+
+	// FeatureGates is the --feature-gates of Cluster API's managers (see
+	// capimanager.FeatureGates). Default: capimanager.DefaultFeatureGates.
+	FeatureGates string
 }
 
 // Environment is a running dev management cluster.
@@ -349,6 +356,9 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	// 2. CRDs.
 	done = display.Step("CRDs (Cluster API " + capi.Version + " core and kubeadm, and capi-monolith's)")
 	err = installCRDs(ctx, e.Config, capi)
+	if err == nil {
+		err = inventory.Write(ctx, e.Config, e.Client, inventoryOf(components(managers), capi.Version, enabled, DefaultProviderVersion))
+	}
 	done(err)
 	if err != nil {
 		return nil, err
@@ -415,6 +425,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 				WorkDir:                  filepath.Join(e.StateDir, "capi-"+m.Name),
 				Certs:                    e.Certs,
 				WebhookConfigurationName: webhookConfigurationPrefix + m.Name,
+				FeatureGates:             opts.FeatureGates,
 				Restarts:                 managerRestarts,
 				Owner:                    e.owner,
 				OnStart:                  func(pid int) { e.record("capi-"+m.Name, pid) },
@@ -553,7 +564,7 @@ func newScheme(enabled []modules.Module) (*runtime.Scheme, error) {
 		return nil, err
 	}
 	// The kubeadm providers' kinds too: dev runs their managers.
-	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, runtimev1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, runtimev1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme, clusterctlv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("failed to build the scheme: %w", err)
 		}
@@ -571,7 +582,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config, capi capimodule.Module) 
 		if err != nil {
 			return err
 		}
-		list = append(list, theirs...)
+		list = append(list, labelled(theirs, clusterAPIProvider(m.Component, capi.Version))...)
 	}
 	dirs, err := fs.Glob(manifests.FS, "*/crd")
 	if err != nil {
@@ -582,9 +593,34 @@ func installCRDs(ctx context.Context, cfg *rest.Config, capi capimodule.Module) 
 		if err != nil {
 			return err
 		}
+		if p, ok := ownProvider(path.Dir(dir), DefaultProviderVersion); ok {
+			ours = labelled(ours, p)
+		}
 		list = append(list, ours...)
 	}
 	return crds.Install(ctx, cfg, list)
+}
+
+// components are the pinned module's components of the managers.
+func components(managers []capimanager.Manager) []capimodule.Component {
+	out := make([]capimodule.Component, len(managers))
+	for i, m := range managers {
+		out[i] = m.Component
+	}
+	return out
+}
+
+// labelled gives the CRDs the labels clusterctl init gives a provider's
+// components: clusterctl move and Cluster API's e2e framework find the
+// kinds to move, dump and check by them.
+func labelled(list []*apiextensionsv1.CustomResourceDefinition, p inventory.Provider) []*apiextensionsv1.CustomResourceDefinition {
+	for _, crd := range list {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		maps.Copy(crd.Labels, p.Labels())
+	}
+	return list
 }
 
 // startManager installs the enabled modules' webhook configurations, then

@@ -72,6 +72,9 @@ spec:
   machineTemplate:
     spec:
       infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: kcp-control-plane}
+      # Refused by KCP's webhook unless dev turns MachineTaintPropagation on.
+      taints:
+      - {key: example.com/dev, value: "true", effect: NoSchedule, propagation: Always}
   kubeadmConfigSpec:
     initConfiguration:
       nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
@@ -116,6 +119,38 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	}
 	g.Expect(c.Create(ctx, bad)).To(MatchError(ContainSubstring(
 		`admission webhook "validation.kubeadmconfig.bootstrap.cluster.x-k8s.io" denied the request`)))
+
+	// clusterctl's inventory records what dev runs, as clusterctl init
+	// would have, and every CRD carries clusterctl's labels: clusterctl
+	// and Cluster API's e2e framework find providers and kinds by them.
+	providers := &unstructured.UnstructuredList{}
+	providers.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "ProviderList"})
+	g.Expect(c.List(ctx, providers)).To(Succeed())
+	var recorded []string
+	for _, p := range providers.Items {
+		version, _, _ := unstructured.NestedString(p.Object, "version")
+		recorded = append(recorded, p.GetNamespace()+"/"+p.GetName()+"@"+version)
+	}
+	g.Expect(recorded).To(ConsistOf(
+		"capi-system/cluster-api@v1.14.2",
+		"capi-kubeadm-bootstrap-system/bootstrap-kubeadm@v1.14.2",
+		"capi-kubeadm-control-plane-system/control-plane-kubeadm@v1.14.2",
+		"capi-monolith-infrastructure/infrastructure-monolith@v0.1.0",
+		"capi-monolith-ipam/ipam-monolith@v0.1.0",
+		"capi-monolith-runtime-extension/runtime-extension-monolith@v0.1.0",
+	))
+	for name, provider := range map[string]string{
+		"clusters.cluster.x-k8s.io":                            "cluster-api",
+		"kubeadmconfigs.bootstrap.cluster.x-k8s.io":            "bootstrap-kubeadm",
+		"monolithmachines.infrastructure.cluster.x-k8s.io":     "infrastructure-monolith",
+		"monolithmachinepools.infrastructure.cluster.x-k8s.io": "infrastructure-monolith",
+		"monolithippools.ipam.cluster.x-k8s.io":                "ipam-monolith",
+	} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""), name)
+		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", provider), name)
+	}
 
 	for _, obj := range decodeAll(g, kubeadmCluster) {
 		g.Expect(c.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())

@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 
 status=0
-for mod in . hack/tools hack/envtest hack/capi; do
+for mod in . hack/tools hack/envtest hack/capi test/capie2e; do
   (cd "${mod}" && go mod tidy)
 done
 make --no-print-directory generate >/dev/null

@@ -1,7 +1,11 @@
 package infra_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -175,6 +179,45 @@ func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 	s.Data = map[string][]byte{"value": []byte("#cloud-config\n")}
 	g.Expect(env.Client.Patch(ctx, s, sp)).To(Succeed())
 	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
+}
+
+// Bootstrap data that inflates (issue 28: a 679 KiB cloud-config whose
+// write_files entry gunzipped to 512 MiB made the machine Ready) is refused
+// at the decoding bound: the machine is never bootstrapped, and says why.
+func TestBootstrapDataThatInflatesIsNeverBootstrapped(t *testing.T) {
+	g := NewWithT(t)
+	start(t, managertest.Infra())
+	f := newFixture(t, nil)
+	var gz bytes.Buffer
+	w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	g.Expect(err).NotTo(HaveOccurred())
+	zeros := make([]byte, 1<<20)
+	for range 64 {
+		_, err = w.Write(zeros)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(w.Close()).To(Succeed())
+	bomb := "#cloud-config\nwrite_files:\n- path: /big\n  encoding: gz+b64\n  content: " + base64.StdEncoding.EncodeToString(gz.Bytes()) + "\n"
+	// The fixture's bootstrap Secret, which its machines read, holds it.
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bootstrap"}}
+	get(g, s)
+	sp := client.MergeFrom(s.DeepCopy())
+	s.Data = map[string][]byte{"value": []byte(bomb)}
+	g.Expect(env.Client.Patch(ctx, s, sp)).To(Succeed())
+	mm := f.machine(t, "m", nil)
+
+	g.Eventually(func(g Gomega) {
+		get(g, mm)
+		c := conditions.Get(mm, infrav1.BootstrapExecSucceededCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.InvalidBootstrapDataReason))
+		g.Expect(c.Message).To(ContainSubstring("decompresses to more than"))
+	}, timeout).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		get(g, mm)
+		g.Expect(conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition)).To(BeFalse())
+		g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeFalse())
+	}, 3*time.Second, 300*time.Millisecond).Should(Succeed())
 }
 
 func TestExternallyManagedClusterIsLeftAlone(t *testing.T) {

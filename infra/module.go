@@ -144,6 +144,17 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 			}
 			return own, nil
 		},
+		FirstRecorder: func(ctx context.Context, endpoint clusterv1.APIEndpoint) (types.NamespacedName, bool, error) {
+			list := &v1alpha1.MonolithClusterList{}
+			if err := mgr.GetClient().List(ctx, list); err != nil {
+				return types.NamespacedName{}, false, fmt.Errorf("failed to list MonolithClusters: %w", err)
+			}
+			first := firstRecorder(list.Items, endpoint)
+			if first == nil {
+				return types.NamespacedName{}, false, nil
+			}
+			return types.NamespacedName{Namespace: first.Namespace, Name: clusterNameOf(first)}, true, nil
+		},
 		Handler: apiserver.Options{OpenAPI: openAPI},
 		Log:     mgr.GetLogger().WithName("workload-api"),
 	})
@@ -158,6 +169,23 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 
 // clusterNameOf is the name of the MonolithCluster's Cluster: its owner,
 // or its cluster-name label before core set the owner.
+// firstRecorder returns the oldest MonolithCluster recording endpoint
+// (namespace and name break a tie of creation times), nil when none does.
+func firstRecorder(items []v1alpha1.MonolithCluster, endpoint clusterv1.APIEndpoint) *v1alpha1.MonolithCluster {
+	var first *v1alpha1.MonolithCluster
+	for i := range items {
+		mc := &items[i]
+		if mc.Spec.ControlPlaneEndpoint != endpoint {
+			continue
+		}
+		if first == nil || mc.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			(mc.CreationTimestamp.Equal(&first.CreationTimestamp) && mc.Namespace+"/"+mc.Name < first.Namespace+"/"+first.Name) {
+			first = mc
+		}
+	}
+	return first
+}
+
 func clusterNameOf(mc *v1alpha1.MonolithCluster) string {
 	for _, ref := range mc.OwnerReferences {
 		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {

@@ -26,8 +26,6 @@ var contractPaths = map[string][][]string{
 		{"status", "instances", "addresses", "address"},
 		{"status", "instances", "version"},
 		{"status", "instances", "ready"},
-		{"status", "failureReason"},
-		{"status", "failureMessage"},
 		{"status", "conditions"},
 	},
 	"MonolithMachinePoolTemplate": {{"spec", "template", "spec"}, {"spec", "template", "metadata", "labels"}},
@@ -53,5 +51,10 @@ func TestMachinePoolCRDsFollowTheContract(t *testing.T) {
 		for _, p := range paths {
 			g.Expect(crd.HasPath(c, p...)).To(Succeed(), kind)
 		}
+	}
+	// Contract v1beta2 reports terminal failures as conditions; Cluster API
+	// v1.14.2 core panics on a MachinePool whose infrastructure has these.
+	for _, gone := range []string{"failureReason", "failureMessage"} {
+		g.Expect(crd.HasPath(byKind["MonolithMachinePool"], "status", gone)).NotTo(Succeed(), "status.%s", gone)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -212,8 +213,18 @@ func TestAPoolWhoseBackendIsNotItsClustersFailsTerminally(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		pool := &v1alpha1.MonolithMachinePool{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(f.pool), pool)).To(Succeed())
-		g.Expect(pool.Status.FailureReason).To(Equal(ptr.To(v1alpha1.InvalidConfigurationReason)))
-		g.Expect(ptr.Deref(pool.Status.FailureMessage, "")).To(ContainSubstring("MonolithCluster c uses inMemory"))
+		cond := conditions.Get(pool, v1alpha1.InstancesReadyCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(v1alpha1.InvalidConfigurationReason))
+		g.Expect(cond.Message).To(ContainSubstring("MonolithCluster c uses inMemory"))
+		g.Expect(conditions.GetMessage(pool, clusterv1.ReadyCondition)).To(ContainSubstring("MonolithCluster c uses inMemory"), "the Ready summary, which core mirrors, says it too")
+		// Not in the object at all, as the v1beta2 contract wants.
+		raw := &unstructured.Unstructured{}
+		raw.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("MonolithMachinePool"))
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(f.pool), raw)).To(Succeed())
+		g.Expect(raw.Object["status"]).NotTo(HaveKey("failureReason"))
+		g.Expect(raw.Object["status"]).NotTo(HaveKey("failureMessage"))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(f.instances(g)).To(BeEmpty(), "no instance of a misconfigured pool")
 }

@@ -177,9 +177,10 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 	// answer and no Event, as its controllers leave those Clusters alone.
 	inScope := scope.Scope{Namespace: shared.Options.WatchNamespace, WatchFilterValue: shared.Options.WatchFilterValue}
 	list, err := handlers.List(handlers.Options{
-		Reader:   mgr.GetClient(),
-		Recorder: &record.Recorder{Events: mgr.GetEventRecorder(EventSource), Scope: inScope},
-		Scope:    inScope,
+		Reader:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  &record.Recorder{Events: mgr.GetEventRecorder(EventSource), Scope: inScope},
+		Scope:     inScope,
 	})
 	if err != nil {
 		return err

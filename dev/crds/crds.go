@@ -66,7 +66,7 @@ func ReadFS(fsys fs.FS, dir string) ([]*apiextensionsv1.CustomResourceDefinition
 		if err != nil {
 			return nil, fmt.Errorf("failed to read CRD file %s: %w", f, err)
 		}
-		crds, err := decode(data, f)
+		crds, err := Decode(data, f)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +78,8 @@ func ReadFS(fsys fs.FS, dir string) ([]*apiextensionsv1.CustomResourceDefinition
 	return out, nil
 }
 
-func decode(data []byte, source string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+// Decode reads every CRD of a multi-document YAML; source names it in errors.
+func Decode(data []byte, source string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var out []*apiextensionsv1.CustomResourceDefinition
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {

@@ -50,6 +50,8 @@ func TestComponentsFollowClusterctlsContract(t *testing.T) {
 
 			comps := components(t, p, "")
 			g.Expect(comps.TargetNamespace()).To(Equal(namespaces[0].GetName()))
+			// Where dev records the provider in clusterctl's inventory.
+			g.Expect(p.Namespace).To(Equal(comps.TargetNamespace()))
 			for _, o := range comps.Objs() {
 				if namespaced(g, o) {
 					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())

@@ -18,6 +18,9 @@ type Provider struct {
 	// Label is clusterctl's <type>-<name>: the repository folder and the
 	// cluster.x-k8s.io/provider label.
 	Label string
+	// Namespace is the namespace its components are installed in (the
+	// overlay's), where clusterctl records it in its inventory.
+	Namespace string
 	// ComponentsFile is the name clusterctl looks for in the version folder.
 	ComponentsFile string
 	// Modules are the --enable-modules of its Deployment.
@@ -37,9 +40,10 @@ const ExtensionConfigFile = "extensionconfig.yaml"
 // AllInOne is the overlay with every module in one Deployment, for dev
 // management clusters; it is no clusterctl provider.
 var AllInOne = Provider{
-	Overlay: "all-in-one",
-	Label:   "capi-monolith",
-	Modules: []string{"infra", "machinepool", "ipam", "runtimeext"},
+	Overlay:   "all-in-one",
+	Label:     "capi-monolith",
+	Namespace: "capi-monolith",
+	Modules:   []string{"infra", "machinepool", "ipam", "runtimeext"},
 }
 
 // AllInOneFile is the all-in-one file's name in the output folder.
@@ -52,6 +56,7 @@ var Providers = []Provider{
 		Overlay:        "infrastructure",
 		Type:           "InfrastructureProvider",
 		Label:          "infrastructure-" + ProviderName,
+		Namespace:      "capi-monolith-infrastructure",
 		ComponentsFile: "infrastructure-components.yaml",
 		Modules:        []string{"infra", "machinepool"},
 		Templates:      true,
@@ -60,6 +65,7 @@ var Providers = []Provider{
 		Overlay:        "ipam",
 		Type:           "IPAMProvider",
 		Label:          "ipam-" + ProviderName,
+		Namespace:      "capi-monolith-ipam",
 		ComponentsFile: "ipam-components.yaml",
 		Modules:        []string{"ipam"},
 	},
@@ -67,6 +73,7 @@ var Providers = []Provider{
 		Overlay:         "runtime-extension",
 		Type:            "RuntimeExtensionProvider",
 		Label:           "runtime-extension-" + ProviderName,
+		Namespace:       "capi-monolith-runtime-extension",
 		ComponentsFile:  "runtime-extension-components.yaml",
 		Modules:         []string{"runtimeext"},
 		ExtensionConfig: true,

@@ -27,7 +27,7 @@ import (
 
 // flavors are the workload cluster templates of the infrastructure
 // provider ("" is cluster-template.yaml).
-var flavors = []string{"", "docker", "ipam", "machinepool", "topology"}
+var flavors = []string{"", "docker", "healthcheck", "ipam", "machinepool", "taints", "topology"}
 
 // commonVariables are clusterctl's; the provider variables are prefixed
 // MONOLITH_ and each has a default (docs/bundles.md lists them).

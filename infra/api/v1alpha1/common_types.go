@@ -52,6 +52,11 @@ const (
 	RunningReason = "Running"
 	// FailedReason: a step failed; the message says why, it is retried.
 	FailedReason = "Failed"
+	// InvalidBootstrapDataReason: the bootstrap data cannot be read (it
+	// decodes past the bound, its encoding is broken, or its kubeadm
+	// configuration does not parse); the node is not bootstrapped. It is
+	// retried, so that a corrected Secret is picked up.
+	InvalidBootstrapDataReason = "InvalidBootstrapData"
 	// NotApplicableReason: nothing to do for this object.
 	NotApplicableReason = "NotApplicable"
 	// DeletingReason: the object is being deleted.

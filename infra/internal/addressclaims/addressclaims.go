@@ -22,6 +22,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -48,8 +49,9 @@ type Result struct {
 type Progress struct {
 	// Claimed is true once every claim is fulfilled.
 	Claimed bool
-	// Reason and Message say why not yet: v1alpha1.WaitingForIPAddressesReason
-	// or v1alpha1.FailedReason.
+	// Reason and Message say why not yet: v1alpha1.WaitingForIPAddressesReason,
+	// the IPAM provider's reason for a claim it cannot serve, or
+	// v1alpha1.FailedReason.
 	Reason, Message string
 }
 
@@ -63,6 +65,11 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 	}
 	var static []backend.StaticAddress
 	pending := 0
+	// blocked is why the first waiting claim cannot be served, as the
+	// IPAM provider says on it (PoolExhausted, PoolNotReady, ...): shown
+	// on the machine, and through its Ready on the Machine, instead of a
+	// bare count.
+	var blocked *metav1.Condition
 	for i, pool := range pools {
 		claim := &ipamv1.IPAddressClaim{}
 		key := client.ObjectKey{Namespace: mm.Namespace, Name: ClaimName(mm.Name, i)}
@@ -103,6 +110,9 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		}
 		if claim.Status.AddressRef.Name == "" {
 			pending++
+			if blocked == nil {
+				blocked = whyWaiting(claim)
+			}
 			continue
 		}
 		address := &ipamv1.IPAddress{}
@@ -120,14 +130,34 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		static = append(static, s)
 	}
 	if pending > 0 {
-		return Result{Progress: &Progress{Reason: v1alpha1.WaitingForIPAddressesReason,
-			Message: fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools))}}, nil
+		waiting := fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools))
+		if blocked != nil {
+			return Result{Progress: &Progress{Reason: blocked.Reason, Message: fmt.Sprintf("%s; %s", blocked.Message, waiting)}}, nil
+		}
+		return Result{Progress: &Progress{Reason: v1alpha1.WaitingForIPAddressesReason, Message: waiting}}, nil
 	}
 	return Result{Static: static, Ready: true, Progress: &Progress{Claimed: true}}, nil
 }
 
 func failed(message string) Result {
 	return Result{Progress: &Progress{Reason: v1alpha1.FailedReason, Message: message}}
+}
+
+// whyWaiting returns the reason and message to show for a claim its IPAM
+// provider reports as not servable (Ready=False with a reason), nil when it
+// says nothing yet. The message names the claim and carries the reason, so
+// that a summary that keeps only messages (the machine's Ready, mirrored to
+// the Machine) still says it; the provider's message names the pool.
+func whyWaiting(claim *ipamv1.IPAddressClaim) *metav1.Condition {
+	cond := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason == "" {
+		return nil
+	}
+	detail := cond.Message
+	if detail == "" {
+		detail = fmt.Sprintf("pool %s %s", claim.Spec.PoolRef.Kind, claim.Spec.PoolRef.Name)
+	}
+	return &metav1.Condition{Reason: cond.Reason, Message: fmt.Sprintf("IPAddressClaim %s: %s: %s", claim.Name, cond.Reason, detail)}
 }
 
 func newClaim(mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, name string, pool ipamv1.IPPoolReference) *ipamv1.IPAddressClaim {

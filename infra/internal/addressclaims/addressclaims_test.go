@@ -16,6 +16,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
@@ -114,4 +115,41 @@ func TestOurClaimIsUsed(t *testing.T) {
 	g.Expect(res.Ready).To(BeTrue())
 	g.Expect(res.Static).To(HaveLen(1))
 	g.Expect(res.Static[0].Address.String()).To(Equal("10.0.0.5"))
+}
+
+// A claim its IPAM provider cannot serve shows why on the machine: the
+// provider's reason (PoolExhausted) and its message, naming the pool,
+// not only a count of waiting claims.
+func TestAnExhaustedPoolShowsOnTheMachineWithItsReasonAndName(t *testing.T) {
+	g := NewWithT(t)
+	mm := machine("now")
+	mm.Spec.AddressesFromPools = append(mm.Spec.AddressesFromPools,
+		corev1.TypedLocalObjectReference{APIGroup: ptr.To("ipam.cluster.x-k8s.io"), Kind: "MonolithIPPool", Name: "full"})
+	waiting := claimOf("now", false)
+	waiting.Name = addressclaims.ClaimName("m", 1)
+	waiting.Spec.PoolRef = ipamv1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "MonolithIPPool", Name: "full"}
+	waiting.Status.AddressRef = ipamv1.IPAddressReference{}
+	conditions.Set(waiting, metav1.Condition{Type: ipamv1.IPAddressClaimReadyCondition, Status: metav1.ConditionFalse,
+		Reason: ipamv1.IPAddressClaimReadyPoolExhaustedReason, Message: "MonolithIPPool ns/full has no free address"})
+	c := newClient(t, claimOf("now", false), waiting)
+
+	res, err := addressclaims.Reconcile(context.Background(), c, mm, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Progress).NotTo(BeNil())
+	g.Expect(res.Progress.Reason).To(Equal("PoolExhausted"))
+	g.Expect(res.Progress.Message).To(Equal("IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"))
+}
+
+// A claim its provider has not looked at yet is only counted.
+func TestAClaimNotLookedAtYetIsOnlyCounted(t *testing.T) {
+	g := NewWithT(t)
+	fresh := claimOf("now", false)
+	fresh.Status.AddressRef = ipamv1.IPAddressReference{}
+	mm := machine("now")
+	res, err := addressclaims.Reconcile(context.Background(), newClient(t, fresh), mm, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Progress.Reason).To(Equal(v1alpha1.WaitingForIPAddressesReason))
+	g.Expect(res.Progress.Message).To(Equal("Waiting for 1 of 1 IP addresses"))
 }

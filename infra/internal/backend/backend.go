@@ -12,12 +12,19 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
+
+// ErrInvalidBootstrapData is wrapped by Machine.Bootstrap for bootstrap
+// data that cannot be read (it decodes past the bound, an encoding is
+// broken, its kubeadm configuration does not parse): the node is not
+// bootstrapped, and the condition says so with its own reason.
+var ErrInvalidBootstrapData = errors.New("invalid bootstrap data")
 
 // ClusterRef names the Cluster API Cluster that backend objects belong to.
 type ClusterRef struct {

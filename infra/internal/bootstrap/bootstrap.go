@@ -8,6 +8,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,7 +52,8 @@ type Progress struct {
 	// Succeeded is true once the bootstrap data ran to its end.
 	Succeeded bool
 	// Reason and Message say why not yet: v1alpha1.RunningReason with the
-	// task's progress, or v1alpha1.FailedReason with the error.
+	// task's progress, v1alpha1.InvalidBootstrapDataReason or
+	// v1alpha1.FailedReason with the error.
 	Reason, Message string
 }
 
@@ -91,10 +93,10 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 		return Progress{Reason: v1alpha1.RunningReason, Message: state.Progress}, ctrl.Result{}, nil
 	case state.Err != nil:
 		if wait := time.Until(state.Finished.Add(RetryAfter)); wait > 0 {
-			return failed(state.Err), ctrl.Result{RequeueAfter: wait}, nil
+			return taskFailed(state.Err), ctrl.Result{RequeueAfter: wait}, nil
 		}
 		opts.Tasks.Forget(key)
-		return failed(state.Err), ctrl.Result{RequeueAfter: time.Second}, nil
+		return taskFailed(state.Err), ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
 		opts.Tasks.Forget(key)
 		return Progress{Succeeded: true}, ctrl.Result{}, nil
@@ -103,6 +105,15 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 
 func failed(err error) Progress {
 	return Progress{Reason: v1alpha1.FailedReason, Message: err.Error()}
+}
+
+// taskFailed is the progress of a run that failed: bootstrap data the node
+// cannot run says so (InvalidBootstrapData), anything else is Failed.
+func taskFailed(err error) Progress {
+	if errors.Is(err, backend.ErrInvalidBootstrapData) {
+		return Progress{Reason: v1alpha1.InvalidBootstrapDataReason, Message: err.Error()}
+	}
+	return failed(err)
 }
 
 // Data reads a bootstrap data Secret: keys value and format (default

@@ -1,7 +1,10 @@
 package bootstrap_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -51,4 +54,45 @@ func TestABootstrapRunStopsAtItsDeadline(t *testing.T) {
 	g.Expect(progress.Succeeded).To(BeFalse())
 	g.Expect(progress.Reason).To(Equal(v1alpha1.FailedReason))
 	g.Expect(progress.Message).To(Equal("bootstrap did not finish within 200ms"))
+}
+
+// Bootstrap data that inflates past the bound (issue 28: a write_files
+// entry gunzipping to 512 MiB was reported bootstrapped) fails with its own
+// reason and is never reported as succeeded.
+func TestBootstrapDataPastTheBoundIsNeverBootstrapped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	scheme := runtime.NewScheme()
+	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	var gz bytes.Buffer
+	w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	g.Expect(err).NotTo(HaveOccurred())
+	zeros := make([]byte, 1<<20)
+	for range 32 {
+		_, err = w.Write(zeros)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(w.Close()).To(Succeed())
+	data := "#cloud-config\nwrite_files:\n- path: /big\n  encoding: gz+b64\n  content: " + base64.StdEncoding.EncodeToString(gz.Bytes()) + "\n"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(data)}}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
+
+	b := inmemory.New(inmemory.Options{})
+	node := backend.MachineRef{Cluster: backend.ClusterRef{Namespace: "ns", Name: "c"}, Name: "m"}
+	_, err = b.EnsureNode(ctx, backend.NodeSpec{Machine: node, Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{}}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
+	opts := bootstrap.Options{Client: reader, Tasks: tasks.New(ctx), Backend: b, Node: node, SecretName: secret.Name}
+	_, _, err = bootstrap.Reconcile(ctx, mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool {
+		state, ok := opts.Tasks.State(string(mm.UID))
+		return ok && !state.Running
+	}).WithTimeout(10 * time.Second).Should(BeTrue())
+	progress, _, err := bootstrap.Reconcile(ctx, mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(progress.Succeeded).To(BeFalse())
+	g.Expect(progress.Reason).To(Equal(v1alpha1.InvalidBootstrapDataReason))
+	g.Expect(progress.Message).To(ContainSubstring("decompresses to more than"))
 }

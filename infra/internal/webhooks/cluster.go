@@ -216,3 +216,32 @@ func validateClusterTemplateUpdate(ctx context.Context, old, t *v1alpha1.Monolit
 	}
 	return errs
 }
+
+// checkEndpointFree reports a controlPlaneEndpoint another MonolithCluster
+// records already: two clusters naming one endpoint would race for its port
+// (the controller serves it only for the first, see workload/hosting). The
+// other cluster is named only when it is in the same namespace. Without a
+// Client nothing is checked (direct callers, fuzzing).
+func (v *Validator) checkEndpointFree(ctx context.Context, mc *v1alpha1.MonolithCluster) (field.ErrorList, error) {
+	ep := mc.Spec.ControlPlaneEndpoint
+	if !ep.IsValid() || v.Client == nil {
+		return nil, nil
+	}
+	list := &v1alpha1.MonolithClusterList{}
+	if err := v.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("failed to list MonolithClusters: %w", err)
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.Spec.ControlPlaneEndpoint != ep || (other.Namespace == mc.Namespace && other.Name == mc.Name) {
+			continue
+		}
+		who := "a MonolithCluster of another namespace"
+		if other.Namespace == mc.Namespace {
+			who = "MonolithCluster " + other.Name
+		}
+		return field.ErrorList{field.Forbidden(specPath.Child("controlPlaneEndpoint"), fmt.Sprintf(
+			"%s is already recorded by %s", net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), who))}, nil
+	}
+	return nil, nil
+}

@@ -272,3 +272,44 @@ func TestSetupWithoutManagerFails(t *testing.T) {
 	g.Expect(webhooks.SetupWithManager(nil)).To(MatchError(ContainSubstring("no manager")))
 	g.Expect((&webhooks.Validator{}).SetupWithManager(nil)).To(MatchError(ContainSubstring("no manager")))
 }
+
+// Two MonolithClusters naming one endpoint would race for its port (issue
+// 28): an endpoint another MonolithCluster records is refused, on create
+// and when it is first set, and another namespace's cluster is not named.
+func TestAnEndpointAnotherMonolithClusterRecordsIsRefused(t *testing.T) {
+	ep := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20001}
+	recorded := cluster("ns", "first", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: ep})
+	elsewhere := cluster("other", "first", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(),
+		ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20002}})
+	v := fakeValidator(t, recorded, elsewhere)
+
+	t.Run("the same endpoint in the same namespace is refused, naming the holder", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := v.ValidateCreate(t.Context(), cluster("ns", "second", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: ep}))
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want a 422, got %v", err)
+		g.Expect(err).To(MatchError(ContainSubstring("spec.controlPlaneEndpoint: Forbidden: 127.0.0.1:20001 is already recorded by MonolithCluster first")))
+	})
+	t.Run("another namespace's endpoint is refused without naming its cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := v.ValidateCreate(t.Context(), cluster("ns", "second", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(),
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20002}}))
+		g.Expect(err).To(MatchError(ContainSubstring("is already recorded by a MonolithCluster of another namespace")))
+		g.Expect(err.Error()).NotTo(ContainSubstring("other/"))
+	})
+	t.Run("an endpoint set on an update is checked too", func(t *testing.T) {
+		g := NewWithT(t)
+		old := cluster("ns", "second", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend()})
+		updated := old.DeepCopy()
+		updated.Spec.ControlPlaneEndpoint = ep
+		_, err := v.ValidateUpdate(t.Context(), old, updated)
+		g.Expect(err).To(MatchError(ContainSubstring("is already recorded by MonolithCluster first")))
+	})
+	t.Run("a free endpoint, and the holder itself, are accepted", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := v.ValidateCreate(t.Context(), cluster("ns", "second", v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(),
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20003}}))
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = v.ValidateUpdate(t.Context(), recorded, recorded.DeepCopy())
+		g.Expect(err).NotTo(HaveOccurred())
+	})
+}

@@ -171,6 +171,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, obj runtime.Object) (adm
 	switch o := o.(type) {
 	case *v1alpha1.MonolithCluster:
 		errs = validateClusterSpec(&o.Spec, specPath)
+		taken, err := v.checkEndpointFree(ctx, o)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		errs = append(errs, taken...)
 	case *v1alpha1.MonolithClusterTemplate:
 		errs = validateClusterSpec(&o.Spec.Template.Spec, templateSpecPath)
 	case *v1alpha1.MonolithMachine:
@@ -207,7 +212,17 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.O
 	var errs field.ErrorList
 	switch o := o.(type) {
 	case *v1alpha1.MonolithCluster:
-		errs = validateClusterUpdate(&oldO.(*v1alpha1.MonolithCluster).Spec, &o.Spec)
+		oldSpec := &oldO.(*v1alpha1.MonolithCluster).Spec
+		errs = validateClusterUpdate(oldSpec, &o.Spec)
+		if !oldSpec.ControlPlaneEndpoint.IsValid() {
+			// Set now (by the user, or by the controller once it chose a
+			// free port): it must be no other cluster's.
+			taken, err := v.checkEndpointFree(ctx, o)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			errs = append(errs, taken...)
+		}
 	case *v1alpha1.MonolithClusterTemplate:
 		errs = validateClusterTemplateUpdate(ctx, oldO.(*v1alpha1.MonolithClusterTemplate), o)
 	case *v1alpha1.MonolithMachine:

@@ -459,7 +459,9 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestClusterUpdate(t *testing.T) {
-	endpoint := clusterv1.APIEndpoint{Host: "10.0.0.1", Port: 6443}
+	// Each case's cluster stays: each has an endpoint of its own, since
+	// no two MonolithClusters may record one.
+	endpoint := func(host string) clusterv1.APIEndpoint { return clusterv1.APIEndpoint{Host: host, Port: 6443} }
 	tests := []struct {
 		name    string
 		spec    v1alpha1.MonolithClusterSpec
@@ -476,20 +478,20 @@ func TestClusterUpdate(t *testing.T) {
 		},
 		{
 			name:    "changing a set endpoint is rejected",
-			spec:    v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint},
+			spec:    v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint("10.0.0.1")},
 			mutate:  func(c *v1alpha1.MonolithCluster) { c.Spec.ControlPlaneEndpoint.Port = 6444 },
 			wantErr: []string{byClusterWebhook, "spec.controlPlaneEndpoint: Forbidden: cannot change once set; it is 10.0.0.1:6443"},
 		},
 		{
 			name:    "removing a set endpoint is rejected",
-			spec:    v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint},
+			spec:    v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint("10.0.0.2")},
 			mutate:  func(c *v1alpha1.MonolithCluster) { c.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{} },
 			wantErr: []string{"spec.controlPlaneEndpoint: Forbidden: cannot change once set"},
 		},
 		{
 			name:   "setting the endpoint of a cluster without one is accepted",
 			spec:   v1alpha1.MonolithClusterSpec{Backend: dockerBackend()},
-			mutate: func(c *v1alpha1.MonolithCluster) { c.Spec.ControlPlaneEndpoint = endpoint },
+			mutate: func(c *v1alpha1.MonolithCluster) { c.Spec.ControlPlaneEndpoint = endpoint("10.0.0.3") },
 		},
 		{
 			name:    "an update into an invalid node CIDR is rejected",
@@ -499,7 +501,7 @@ func TestClusterUpdate(t *testing.T) {
 		},
 		{
 			name: "a metadata-only update is accepted",
-			spec: v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint},
+			spec: v1alpha1.MonolithClusterSpec{Backend: inMemoryBackend(), ControlPlaneEndpoint: endpoint("10.0.0.4")},
 			mutate: func(c *v1alpha1.MonolithCluster) {
 				c.Labels = map[string]string{"team": "a"}
 				c.Finalizers = []string{v1alpha1.ClusterFinalizer}

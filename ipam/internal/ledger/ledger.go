@@ -12,6 +12,12 @@
 // informer. Allocations made by this process are held before their record
 // is even created, so two reconciles of one process never try the same
 // address; a second process trying it loses at the apiserver.
+//
+// Every IPAddress in the cache whose poolRef names a pool holds its address
+// too, whoever made it and whether or not a record exists for it: another
+// allocator, a release from before records, a restore. Such an address is
+// never handed out while the IPAddress exists; its deletion frees it only
+// when no record (and no other IPAddress) holds it.
 package ledger
 
 import (
@@ -23,7 +29,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
@@ -36,7 +45,8 @@ var ErrInvalidPool = errors.New("invalid pool")
 
 // Ledger holds the state of every pool this process has seen.
 type Ledger struct {
-	// reader is the shared cache, with index.AllocationPoolField registered.
+	// reader is the shared cache, with index.AllocationPoolField and
+	// index.IPAddressPoolField registered.
 	reader client.Reader
 
 	mu    sync.Mutex
@@ -65,6 +75,13 @@ type Pool struct {
 	// holds maps each held address to its claim, and claims back to it.
 	holds  map[netip.Addr]records.Claim
 	claims map[records.Claim]netip.Addr
+	// addresses maps each address that IPAddresses naming the pool hold to
+	// those IPAddresses: each holds the address, record or not.
+	addresses map[netip.Addr]map[types.NamespacedName]struct{}
+	// overlapNamed and plainNamed are the names of the pool's live records
+	// named with and without the allow-overlap annotation; a pool whose
+	// annotation disagrees with its records hands nothing out.
+	overlapNamed, plainNamed map[string]struct{}
 }
 
 // For returns the state of pool, building it from the cache on first use and
@@ -91,11 +108,64 @@ func (l *Ledger) For(ctx context.Context, pool v1alpha1.Pool) (*Pool, error) {
 	if p.invalid != nil {
 		return p, p.invalid
 	}
+	if err := p.namingMismatch(records.AllowsOverlap(pool)); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
+// ErrOverlapAnnotationChanged is why a pool whose allow-overlap annotation
+// changed while it had records hands nothing out: its records are named
+// the other way, and records named two ways for one address would let two
+// claims hold it.
+var ErrOverlapAnnotationChanged = errors.New("the annotation " + v1alpha1.AllowOverlapAnnotation +
+	" changed while the pool has allocation records")
+
+// namingMismatch tells whether the pool's live records are named the other
+// way than allowOverlap says. Called with p.mu held.
+func (p *Pool) namingMismatch(allowOverlap bool) error {
+	other := p.plainNamed
+	if !allowOverlap {
+		other = p.overlapNamed
+	}
+	if n := len(other); n > 0 {
+		return fmt.Errorf("%w: %d records are named as if it were %t; restore it: %w",
+			ErrOverlapAnnotationChanged, n, !allowOverlap, ErrInvalidPool)
+	}
+	return nil
+}
+
+// noteName remembers how a live record is named; forgetName drops it.
+// Called with p.mu held.
+func (p *Pool) noteName(rec *v1alpha1.MonolithIPAllocation) {
+	if rec.IsReleased() {
+		p.forgetName(rec)
+		return
+	}
+	if records.IsOverlapName(rec.Name) {
+		p.overlapNamed[rec.Name] = struct{}{}
+	} else {
+		p.plainNamed[rec.Name] = struct{}{}
+	}
+}
+
+func (p *Pool) forgetName(rec *v1alpha1.MonolithIPAllocation) {
+	delete(p.overlapNamed, rec.Name)
+	delete(p.plainNamed, rec.Name)
+}
+
+// heldByAddress tells whether an IPAddress naming the pool holds addr.
+// Called with p.mu held.
+func (p *Pool) heldByAddress(addr netip.Addr) bool {
+	return len(p.addresses[addr]) > 0
+}
+
 func newPool(key index.PoolKey) *Pool {
-	return &Pool{key: key, holds: map[netip.Addr]records.Claim{}, claims: map[records.Claim]netip.Addr{}}
+	return &Pool{
+		key: key, holds: map[netip.Addr]records.Claim{}, claims: map[records.Claim]netip.Addr{},
+		addresses:    map[netip.Addr]map[types.NamespacedName]struct{}{},
+		overlapNamed: map[string]struct{}{}, plainNamed: map[string]struct{}{},
+	}
 }
 
 // Remove forgets a deleted pool.
@@ -138,6 +208,10 @@ func (p *Pool) rebuild(ctx context.Context, reader client.Reader, spec v1alpha1.
 	if err := reader.List(ctx, list, client.MatchingFields{index.AllocationPoolField: p.key.String()}); err != nil {
 		return fmt.Errorf("failed to list the allocation records of pool %s: %w", p.key, err)
 	}
+	ipaddrs := &ipamv1.IPAddressList{}
+	if err := reader.List(ctx, ipaddrs, client.MatchingFields{index.IPAddressPoolField: p.key.String()}); err != nil {
+		return fmt.Errorf("failed to list the IPAddresses of pool %s: %w", p.key, err)
+	}
 	alloc := allocator.NewWithOptions(parsed, allocator.Options{
 		GracePeriod: time.Duration(spec.AddressReuseGracePeriodSeconds) * time.Second,
 	})
@@ -145,18 +219,24 @@ func (p *Pool) rebuild(ctx context.Context, reader client.Reader, spec v1alpha1.
 	claims := map[records.Claim]netip.Addr{}
 	if p.alloc != nil {
 		for _, a := range p.alloc.Held() {
+			c, ok := p.holds[a]
+			if !ok && p.heldByAddress(a) {
+				continue // its IPAddresses are listed again below
+			}
 			alloc.MarkUsed(a)
-			if c, ok := p.holds[a]; ok {
+			if ok {
 				holds[a], claims[c] = c, a
 			}
 		}
 	}
+	p.overlapNamed, p.plainNamed = map[string]struct{}{}, map[string]struct{}{}
 	for i := range list.Items {
 		r := &list.Items[i]
 		addr, err := netip.ParseAddr(r.Spec.Address)
 		if err != nil {
 			continue
 		}
+		p.noteName(r)
 		if at, released := records.ReusableAfter(r); released {
 			if _, held := holds[addr]; !held {
 				alloc.MarkUsed(addr)
@@ -171,7 +251,22 @@ func (p *Pool) rebuild(ctx context.Context, reader client.Reader, spec v1alpha1.
 		alloc.MarkUsed(addr)
 		holds[addr], claims[c] = c, addr
 	}
-	p.spec, p.built, p.invalid, p.alloc, p.holds, p.claims = spec, true, nil, alloc, holds, claims
+	// IPAddresses last: one of a released record's address cuts its grace
+	// period short, as the address is demonstrably in use.
+	addresses := map[netip.Addr]map[types.NamespacedName]struct{}{}
+	for i := range ipaddrs.Items {
+		a := &ipaddrs.Items[i]
+		addr, err := netip.ParseAddr(a.Spec.Address)
+		if err != nil {
+			continue
+		}
+		alloc.MarkUsed(addr)
+		if addresses[addr] == nil {
+			addresses[addr] = map[types.NamespacedName]struct{}{}
+		}
+		addresses[addr][client.ObjectKeyFromObject(a)] = struct{}{}
+	}
+	p.spec, p.built, p.invalid, p.alloc, p.holds, p.claims, p.addresses = spec, true, nil, alloc, holds, claims, addresses
 	return nil
 }
 
@@ -274,6 +369,7 @@ func (p *Pool) Observe(rec *v1alpha1.MonolithIPAllocation) {
 	if p.alloc == nil {
 		return // built from the cache on first use
 	}
+	p.noteName(rec)
 	c := records.ClaimOf(rec)
 	holder, held := p.holds[addr]
 	if at, released := records.ReusableAfter(rec); released {
@@ -287,7 +383,9 @@ func (p *Pool) Observe(rec *v1alpha1.MonolithIPAllocation) {
 			}
 		}
 		p.alloc.MarkUsed(addr)
-		p.alloc.ReleaseUntil(addr, at)
+		if !p.heldByAddress(addr) {
+			p.alloc.ReleaseUntil(addr, at)
+		}
 		return
 	}
 	if held {
@@ -312,6 +410,7 @@ func (p *Pool) Forget(rec *v1alpha1.MonolithIPAllocation) {
 	if p.alloc == nil {
 		return
 	}
+	p.forgetName(rec)
 	c := records.ClaimOf(rec)
 	holder, held := p.holds[addr]
 	if held && holder != c {
@@ -322,15 +421,63 @@ func (p *Pool) Forget(rec *v1alpha1.MonolithIPAllocation) {
 		if p.claims[c] == addr {
 			delete(p.claims, c)
 		}
-		p.alloc.Unallocate(addr)
-		return
 	}
-	if _, released := records.ReusableAfter(rec); released {
+	if p.heldByAddress(addr) {
+		return // an IPAddress still has it
+	}
+	if _, released := records.ReusableAfter(rec); released && !held {
 		// A released record goes once its grace period is over; the
 		// allocator frees the address itself at that time.
 		return
 	}
 	p.alloc.Unallocate(addr)
+}
+
+// ObserveAddress records an IPAddress naming the pool: its address is held
+// while it exists, whether or not a record says so.
+func (p *Pool) ObserveAddress(a *ipamv1.IPAddress) {
+	addr, err := netip.ParseAddr(a.Spec.Address)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.alloc == nil {
+		return // built from the cache on first use
+	}
+	if p.addresses[addr] == nil {
+		p.addresses[addr] = map[types.NamespacedName]struct{}{}
+	}
+	p.addresses[addr][client.ObjectKeyFromObject(a)] = struct{}{}
+	p.alloc.MarkUsed(addr)
+}
+
+// ForgetAddress records that an IPAddress naming the pool is gone. Its
+// address is freed (after the pool's grace period) only when no record and
+// no other IPAddress holds it.
+func (p *Pool) ForgetAddress(a *ipamv1.IPAddress) {
+	addr, err := netip.ParseAddr(a.Spec.Address)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.alloc == nil {
+		return
+	}
+	set := p.addresses[addr]
+	if _, ok := set[client.ObjectKeyFromObject(a)]; !ok {
+		return
+	}
+	delete(set, client.ObjectKeyFromObject(a))
+	if len(set) > 0 {
+		return
+	}
+	delete(p.addresses, addr)
+	if _, held := p.holds[addr]; held {
+		return // its record (or this process's allocation) still holds it
+	}
+	p.alloc.Release(addr)
 }
 
 // ReleaseClaim gives back what claim holds, its address cooling down until
@@ -346,7 +493,7 @@ func (p *Pool) ReleaseClaim(claim records.Claim, until time.Time) {
 	delete(p.claims, claim)
 	if p.holds[addr] == claim {
 		delete(p.holds, addr)
-		if p.alloc != nil {
+		if p.alloc != nil && !p.heldByAddress(addr) {
 			p.alloc.ReleaseUntil(addr, until)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/records"
@@ -48,9 +50,17 @@ func newLedger(t *testing.T, grace int32, recs ...client.Object) (*Ledger, *Pool
 	g := NewWithT(t)
 	scheme := runtime.NewScheme()
 	g.Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	g.Expect(ipamv1.AddToScheme(scheme)).To(Succeed())
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(recs...).
 		WithIndex(&v1alpha1.MonolithIPAllocation{}, index.AllocationPoolField, func(o client.Object) []string {
 			return []string{index.KeyOfAllocation(o.(*v1alpha1.MonolithIPAllocation)).String()}
+		}).
+		WithIndex(&ipamv1.IPAddress{}, index.IPAddressPoolField, func(o client.Object) []string {
+			a := o.(*ipamv1.IPAddress)
+			if k, ok := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ok {
+				return []string{k.String()}
+			}
+			return nil
 		}).Build()
 	l := New(reader)
 	pool := &v1alpha1.MonolithIPPool{
@@ -187,4 +197,98 @@ func TestInvalidSpecKeepsTheLastAllocatorAndItsHolds(t *testing.T) {
 	p.ReleaseClaim(a, time.Time{}) // never panics
 	held, _ := p.AddressOf(a)
 	g.Expect(held).NotTo(Equal(got))
+}
+
+// ipAddress is an IPAddress of the test pool named name, holding addr,
+// made by anyone: no record goes with it.
+func ipAddress(name, addr string) *ipamv1.IPAddress {
+	return &ipamv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: ipamv1.IPAddressSpec{
+			ClaimRef: ipamv1.IPAddressClaimReference{Name: name},
+			PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MonolithIPPoolKind, Name: "pool"},
+			Address:  addr,
+		},
+	}
+}
+
+func TestIPAddressesWithoutRecordsHoldTheirAddresses(t *testing.T) {
+	ten, eleven, twelve := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.12")
+	t.Run("IPAddresses in the cache when the pool is built are never handed out", func(t *testing.T) {
+		g := NewWithT(t)
+		_, p := newLedger(t, 0, ipAddress("pre-0", "10.0.0.10"), ipAddress("pre-1", "10.0.0.12"))
+		got, err := p.Allocate(claimID("a", "uid-a"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(eleven))
+		_, err = p.Allocate(claimID("b", "uid-b"), netip.Addr{})
+		g.Expect(err).To(HaveOccurred(), "the two pre-made addresses are held")
+		_, err = p.Allocate(claimID("c", "uid-c"), ten)
+		g.Expect(err).To(HaveOccurred(), "not even when asked for")
+		g.Expect(p.Allocator().Counts().Int64().Used).To(BeEquivalentTo(3))
+	})
+	t.Run("an IPAddress seen later holds its address until it is deleted", func(t *testing.T) {
+		g := NewWithT(t)
+		l, p := newLedger(t, 0)
+		foreign := ipAddress("foreign", "10.0.0.10")
+		l.OnAddressExists(foreign)
+		got, err := p.Allocate(claimID("a", "uid-a"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(eleven))
+		l.OnAddressDeleted(toolscache.DeletedFinalStateUnknown{Key: "ns/foreign", Obj: foreign})
+		got, err = p.Allocate(claimID("b", "uid-b"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(ten), "freed once the IPAddress is gone")
+	})
+	t.Run("a record deleted while an IPAddress still has the address frees nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		a := claimID("a", "uid-a")
+		rec := record(a, "10.0.0.10")
+		l, p := newLedger(t, 0, rec, ipAddress("a", "10.0.0.10"))
+		l.OnDeleted(rec)
+		got, err := p.Allocate(claimID("b", "uid-b"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(eleven), "the IPAddress still holds .10")
+	})
+	t.Run("a claim released before its IPAddress's delete is seen keeps the address until then", func(t *testing.T) {
+		g := NewWithT(t)
+		l, p := newLedger(t, 0)
+		a := claimID("a", "uid-a")
+		got, err := p.Allocate(a, netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		own := ipAddress("a", got.String())
+		l.OnExists(record(a, got.String()))
+		l.OnAddressExists(own)
+		p.ReleaseClaim(a, time.Time{})
+		l.OnDeleted(record(a, got.String()))
+		next, err := p.Allocate(claimID("b", "uid-b"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(next).To(Equal(eleven), "the IPAddress's delete is not seen yet")
+		l.OnAddressDeleted(own)
+		again, err := p.Allocate(claimID("c", "uid-c"), netip.Addr{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(again).To(Equal(ten))
+		_, err = p.Allocate(claimID("d", "uid-d"), twelve)
+		g.Expect(err).NotTo(HaveOccurred())
+	})
+}
+
+func TestAPoolWhoseOverlapAnnotationDisagreesWithItsRecordsHandsOutNothing(t *testing.T) {
+	g := NewWithT(t)
+	l, _ := newLedger(t, 0, record(claimID("a", "uid-a"), "10.0.0.10"))
+	pool := &v1alpha1.MonolithIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool", Annotations: map[string]string{v1alpha1.AllowOverlapAnnotation: "true"}},
+		Spec:       v1alpha1.IPPoolSpec{Addresses: []string{"10.0.0.10-10.0.0.12"}, Prefix: 24},
+	}
+	_, err := l.For(context.Background(), pool)
+	g.Expect(err).To(MatchError(ErrInvalidPool))
+	g.Expect(err).To(MatchError(ErrOverlapAnnotationChanged))
+
+	pool.Annotations = nil
+	_, err = l.For(context.Background(), pool)
+	g.Expect(err).NotTo(HaveOccurred(), "restoring the annotation makes the pool usable again")
+
+	l.OnDeleted(record(claimID("a", "uid-a"), "10.0.0.10"))
+	pool.Annotations = map[string]string{v1alpha1.AllowOverlapAnnotation: "true"}
+	_, err = l.For(context.Background(), pool)
+	g.Expect(err).NotTo(HaveOccurred(), "without records the annotation may change")
 }

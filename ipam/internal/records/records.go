@@ -12,13 +12,19 @@
 package records
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
@@ -35,6 +41,12 @@ func Name(key index.PoolKey, addr netip.Addr, allowOverlap bool) string {
 	// within the apiserver's limit. The record's spec names the pool.
 	sum := sha256.Sum256([]byte(key.String()))
 	return "p" + hex.EncodeToString(sum[:8]) + "-" + a
+}
+
+// IsOverlapName tells whether a record name is one of a pool with the
+// allow-overlap annotation (named after the pool and the address).
+func IsOverlapName(name string) bool {
+	return strings.HasPrefix(name, "p")
 }
 
 // addrName spells an address as a DNS subdomain: IPv4 as is, IPv6 in its
@@ -69,6 +81,25 @@ func ClaimOf(r *v1alpha1.MonolithIPAllocation) Claim {
 		NamespacedName: types.NamespacedName{Namespace: r.Spec.ClaimRef.Namespace, Name: r.Spec.ClaimRef.Name},
 		UID:            types.UID(r.Spec.ClaimRef.UID),
 	}
+}
+
+// Orphaned tells whether a live record's claim is gone, read past the
+// cache with reader: no claim of the record's namespace and name, or one
+// with another uid (re-created since). A record of a released claim is not
+// an orphan: its grace period ends it.
+func Orphaned(ctx context.Context, reader client.Reader, r *v1alpha1.MonolithIPAllocation) (bool, error) {
+	if r.IsReleased() {
+		return false, nil
+	}
+	c := ClaimOf(r)
+	claim := &ipamv1.IPAddressClaim{}
+	if err := reader.Get(ctx, c.NamespacedName, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("failed to read claim %s of allocation record %s: %w", c.NamespacedName, r.Name, err)
+	}
+	return c.UID != "" && claim.UID != c.UID, nil
 }
 
 // ReusableAfter returns when a released record's address may be handed out

@@ -119,16 +119,16 @@ func (v *PoolValidator) checkOverlap(ctx context.Context, pool v1alpha1.Pool, pa
 		switch {
 		case allowed:
 			warnings = append(warnings, fmt.Sprintf("spec.addresses overlap %s at %s, allowed by the annotation %s",
-				describe(other), formatRanges(overlap), v1alpha1.AllowOverlapAnnotation))
+				describeFor(pool, other), formatRanges(overlap), v1alpha1.AllowOverlapAnnotation))
 			continue
 		case len(fresh.Ranges()) == 0:
 			warnings = append(warnings, fmt.Sprintf("spec.addresses overlap %s at %s; the overlap predates this change and is kept",
-				describe(other), formatRanges(overlap)))
+				describeFor(pool, other), formatRanges(overlap)))
 			continue
 		}
 		errs = append(errs, field.Forbidden(specPath.Child("addresses"), fmt.Sprintf(
 			"overlaps %s at %s; set the annotation %s: \"true\" to allow overlapping pools",
-			describe(other), formatRanges(fresh), v1alpha1.AllowOverlapAnnotation)))
+			describeFor(pool, other), formatRanges(fresh), v1alpha1.AllowOverlapAnnotation)))
 	}
 	return warnings, errs, nil
 }
@@ -228,6 +228,25 @@ func (v *PoolValidator) addressesOf(ctx context.Context, pool v1alpha1.Pool) ([]
 		}
 	}
 	return out, nil
+}
+
+// liveRecordCount counts the pool's allocation records that hold an
+// address (not released ones cooling down).
+func (v *PoolValidator) liveRecordCount(ctx context.Context, pool v1alpha1.Pool) (int, error) {
+	if v.Client == nil {
+		return 0, errNoClient
+	}
+	recs := &v1alpha1.MonolithIPAllocationList{}
+	if err := v.Client.List(ctx, recs, client.MatchingFields{index.AllocationPoolField: index.KeyOf(pool).String()}); err != nil {
+		return 0, fmt.Errorf("failed to list the allocation records of %s: %w", describe(pool), err)
+	}
+	n := 0
+	for i := range recs.Items {
+		if !recs.Items[i].IsReleased() {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func intersect(a, b *netipx.IPSet) (*netipx.IPSet, error) {

@@ -79,6 +79,30 @@ func allocate(t *testing.T, g Gomega, ns string, pool v1alpha1.Pool, addrs ...st
 	}, timeout).Should(HaveLen(len(addrs)))
 }
 
+// record creates one allocation record per address for pool and waits
+// until the webhook's index finds them all.
+func record(t *testing.T, g Gomega, pool v1alpha1.Pool, addrs ...string) {
+	t.Helper()
+	key := index.KeyOf(pool)
+	for i, a := range addrs {
+		rec := &v1alpha1.MonolithIPAllocation{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("v4-%s", a)},
+			Spec: v1alpha1.MonolithIPAllocationSpec{
+				Address: a, Prefix: pool.GetSpec().Prefix,
+				PoolRef:  v1alpha1.AllocationPoolReference{Kind: key.Kind, Namespace: key.Namespace, Name: key.Name},
+				ClaimRef: v1alpha1.AllocationClaimReference{Namespace: pool.GetNamespace(), Name: fmt.Sprintf("%s-%d", pool.GetName(), i), UID: "uid"},
+			},
+		}
+		removeAtEnd(t, rec)
+		g.Expect(env.Client.Create(t.Context(), rec)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) []v1alpha1.MonolithIPAllocation {
+		list := &v1alpha1.MonolithIPAllocationList{}
+		g.Expect(cached.List(t.Context(), list, client.MatchingFields{index.AllocationPoolField: key.String()})).To(Succeed())
+		return list.Items
+	}, timeout).Should(HaveLen(len(addrs)))
+}
+
 // removeAtEnd deletes obj when the test ends, whatever the test did with
 // it, and waits until the webhook's cache no longer has it: pools outlive
 // their namespace's test otherwise (global ones always), and would overlap

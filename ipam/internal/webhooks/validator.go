@@ -121,6 +121,20 @@ func (v *PoolValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runti
 	if kindOf(oldPool) != kindOf(pool) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot update a %s into a %s", kindOf(oldPool), kindOf(pool)))
 	}
+	// The annotation decides how the pool's allocation records are named:
+	// changed while records exist, old and new names would both claim one
+	// address. The controller refuses to allocate from such a pool too.
+	if allowsOverlap(oldPool) != allowsOverlap(pool) {
+		n, err := v.liveRecordCount(ctx, pool)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if n > 0 {
+			return nil, invalid(pool, field.ErrorList{field.Forbidden(
+				field.NewPath("metadata", "annotations").Key(v1alpha1.AllowOverlapAnnotation),
+				fmt.Sprintf("cannot change while %s allocated from the pool; release them (delete their IPAddressClaims) first", countAddresses(n)))})
+		}
+	}
 	// Dropping the allow-overlap annotation makes the pool's overlaps
 	// errors again, even with its spec unchanged.
 	overlapNoLongerAllowed := allowsOverlap(oldPool) && !allowsOverlap(pool)
@@ -211,6 +225,21 @@ func poolOf(obj runtime.Object) (v1alpha1.Pool, error) {
 }
 
 func kindOf(p v1alpha1.Pool) string { return index.KeyOf(p).Kind }
+
+// describeFor names other in a message answering a request about pool:
+// by name only when it lives in the request's namespace (a global pool
+// beside a global pool), otherwise by kind alone, so that a message never
+// tells a namespace's users what other namespaces hold.
+func describeFor(pool, other v1alpha1.Pool) string {
+	switch {
+	case other.GetNamespace() == pool.GetNamespace():
+		return describe(other)
+	case other.GetNamespace() == "":
+		return "a " + kindOf(other)
+	default:
+		return "a " + kindOf(other) + " of another namespace"
+	}
+}
 
 // describe names a pool in messages: "MonolithIPPool ns/name" or
 // "GlobalMonolithIPPool name".

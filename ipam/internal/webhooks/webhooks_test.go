@@ -126,8 +126,18 @@ func TestCreate(t *testing.T) {
 			wantErr: func(n names) []string {
 				return []string{
 					byMonolithWebhook,
-					fmt.Sprintf(`spec.addresses: Forbidden: overlaps MonolithIPPool %s/existing at 10.20.0.128-10.20.0.254; %s`, n.other, allowOverlapHint),
+					fmt.Sprintf(`spec.addresses: Forbidden: overlaps a MonolithIPPool of another namespace at 10.20.0.128-10.20.0.254; %s`, allowOverlapHint),
 				}
+			},
+		},
+		{
+			name: "a pool overlapping a pool of its own namespace is rejected, naming it",
+			existing: func(n names) []client.Object {
+				return []client.Object{namespaced(n.ns, "existing", spec(24, "10.19.0.0/24"))}
+			},
+			pool: func(n names) client.Object { return namespaced(n.ns, "p", spec(24, "10.19.0.128/25")) },
+			wantErr: func(n names) []string {
+				return []string{fmt.Sprintf(`spec.addresses: Forbidden: overlaps MonolithIPPool %s/existing at 10.19.0.128-10.19.0.254;`, n.ns)}
 			},
 		},
 		{
@@ -137,7 +147,7 @@ func TestCreate(t *testing.T) {
 			},
 			pool: func(n names) client.Object { return namespaced(n.ns, "p", spec(24, "10.21.0.10-10.21.0.20")) },
 			wantErr: func(n names) []string {
-				return []string{fmt.Sprintf(`overlaps GlobalMonolithIPPool g-%s at 10.21.0.10-10.21.0.20`, n.ns)}
+				return []string{`overlaps a GlobalMonolithIPPool at 10.21.0.10-10.21.0.20`}
 			},
 		},
 		{
@@ -147,7 +157,7 @@ func TestCreate(t *testing.T) {
 			},
 			pool: func(n names) client.Object { return global("g-"+n.ns, spec(24, "10.22.0.0/28")) },
 			wantErr: func(n names) []string {
-				return []string{byGlobalWebhook, fmt.Sprintf(`overlaps MonolithIPPool %s/existing at 10.22.0.1-10.22.0.15`, n.other)}
+				return []string{byGlobalWebhook, `overlaps a MonolithIPPool of another namespace at 10.22.0.1-10.22.0.15`}
 			},
 		},
 		{
@@ -159,7 +169,7 @@ func TestCreate(t *testing.T) {
 				return annotated(namespaced(n.ns, "p", spec(24, "10.23.0.0/24")), v1alpha1.AllowOverlapAnnotation, "true")
 			},
 			wantWarnings: func(n names) []string {
-				return []string{fmt.Sprintf("spec.addresses overlap MonolithIPPool %s/existing at 10.23.0.1-10.23.0.254, allowed by the annotation ipam.capi-monolith.dev/allow-overlap", n.other)}
+				return []string{"spec.addresses overlap a MonolithIPPool of another namespace at 10.23.0.1-10.23.0.254, allowed by the annotation ipam.capi-monolith.dev/allow-overlap"}
 			},
 		},
 		{
@@ -171,7 +181,7 @@ func TestCreate(t *testing.T) {
 				return annotated(namespaced(n.ns, "p", spec(24, "10.24.0.5")), v1alpha1.AllowOverlapAnnotation, "yes")
 			},
 			wantErr: func(n names) []string {
-				return []string{fmt.Sprintf(`overlaps MonolithIPPool %s/existing at 10.24.0.5;`, n.other)}
+				return []string{`overlaps a MonolithIPPool of another namespace at 10.24.0.5;`}
 			},
 		},
 		{
@@ -233,8 +243,10 @@ func TestUpdate(t *testing.T) {
 	tests := []struct {
 		name string
 		pool func(n names) *v1alpha1.MonolithIPPool
-		// allocated addresses of the pool, and other pools created after it.
+		// allocated addresses of the pool (IPAddresses, and allocation
+		// records), and other pools created after it.
 		allocated    []string
+		recorded     []string
 		others       func(n names) []client.Object
 		mutate       func(p *v1alpha1.MonolithIPPool)
 		wantErr      func(n names) []string
@@ -317,7 +329,7 @@ func TestUpdate(t *testing.T) {
 			},
 			mutate: func(p *v1alpha1.MonolithIPPool) { p.Spec.Addresses = []string{"10.37.0.0/23"} },
 			wantErr: func(n names) []string {
-				return []string{fmt.Sprintf(`spec.addresses: Forbidden: overlaps MonolithIPPool %s/existing at 10.37.1.0/24; %s`, n.other, allowOverlapHint)}
+				return []string{fmt.Sprintf(`spec.addresses: Forbidden: overlaps a MonolithIPPool of another namespace at 10.37.1.0/24; %s`, allowOverlapHint)}
 			},
 		},
 		{
@@ -329,7 +341,7 @@ func TestUpdate(t *testing.T) {
 			},
 			mutate: func(p *v1alpha1.MonolithIPPool) { p.Spec.ExcludedAddresses = []string{"10.38.0.100"} },
 			wantWarnings: func(n names) []string {
-				return []string{fmt.Sprintf("spec.addresses overlap MonolithIPPool %s/existing at 10.38.0.1-10.38.0.99, 10.38.0.101-10.38.0.127; the overlap predates this change and is kept", n.other)}
+				return []string{"spec.addresses overlap a MonolithIPPool of another namespace at 10.38.0.1-10.38.0.99, 10.38.0.101-10.38.0.127; the overlap predates this change and is kept"}
 			},
 		},
 		{
@@ -342,7 +354,7 @@ func TestUpdate(t *testing.T) {
 			},
 			mutate: func(p *v1alpha1.MonolithIPPool) { delete(p.Annotations, v1alpha1.AllowOverlapAnnotation) },
 			wantErr: func(n names) []string {
-				return []string{fmt.Sprintf(`spec.addresses: Forbidden: overlaps GlobalMonolithIPPool g-%s at 10.39.0.64/26;`, n.ns)}
+				return []string{`spec.addresses: Forbidden: overlaps a GlobalMonolithIPPool at 10.39.0.64/26;`}
 			},
 		},
 		{
@@ -351,6 +363,31 @@ func TestUpdate(t *testing.T) {
 			// Stored by hand (or before the pool shrank without the webhook).
 			allocated: []string{"10.40.0.5", "10.40.0.255"},
 			mutate:    func(p *v1alpha1.MonolithIPPool) { p.Spec.ExcludedAddresses = []string{"10.40.0.200"} },
+		},
+		{
+			name:     "setting allow-overlap on a pool with allocation records is rejected",
+			pool:     func(n names) *v1alpha1.MonolithIPPool { return namespaced(n.ns, "p", spec(24, "10.42.0.0/24")) },
+			recorded: []string{"10.42.0.5"},
+			mutate:   func(p *v1alpha1.MonolithIPPool) { annotated(p, v1alpha1.AllowOverlapAnnotation, "true") },
+			wantErr: func(names) []string {
+				return []string{`metadata.annotations[ipam.capi-monolith.dev/allow-overlap]: Forbidden: cannot change while 1 IPAddress is allocated from the pool`}
+			},
+		},
+		{
+			name: "removing allow-overlap from a pool with allocation records is rejected",
+			pool: func(n names) *v1alpha1.MonolithIPPool {
+				return annotated(namespaced(n.ns, "p", spec(24, "10.43.0.0/24")), v1alpha1.AllowOverlapAnnotation, "true")
+			},
+			recorded: []string{"10.43.0.5", "10.43.0.6"},
+			mutate:   func(p *v1alpha1.MonolithIPPool) { delete(p.Annotations, v1alpha1.AllowOverlapAnnotation) },
+			wantErr: func(names) []string {
+				return []string{`Forbidden: cannot change while 2 IPAddresses are allocated from the pool`}
+			},
+		},
+		{
+			name:   "setting allow-overlap on a pool without allocation records is accepted",
+			pool:   func(n names) *v1alpha1.MonolithIPPool { return namespaced(n.ns, "p", spec(24, "10.44.0.0/24")) },
+			mutate: func(p *v1alpha1.MonolithIPPool) { annotated(p, v1alpha1.AllowOverlapAnnotation, "true") },
 		},
 		{
 			name:      "a metadata-only update of a pool with allocated addresses is accepted",
@@ -370,6 +407,9 @@ func TestUpdate(t *testing.T) {
 			createSeen(t, g, pool)
 			if len(tt.allocated) > 0 {
 				allocate(t, g, n.ns, pool, tt.allocated...)
+			}
+			if len(tt.recorded) > 0 {
+				record(t, g, pool, tt.recorded...)
 			}
 			if tt.others != nil {
 				for _, obj := range tt.others(n) {

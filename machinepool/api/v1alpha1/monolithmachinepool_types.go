@@ -54,8 +54,9 @@ const (
 	WaitingForInstancesReason = "WaitingForInstances"
 	// InstancesReadyReason: desired up-to-date instances, all ready.
 	InstancesReadyReason = "InstancesReady"
-	// InvalidConfigurationReason is the failureReason of a pool that
-	// cannot work as specified (e.g. a backend its cluster does not use).
+	// InvalidConfigurationReason is the InstancesReady reason of a pool
+	// that cannot work as specified (e.g. a backend its cluster does not
+	// use): a terminal failure, until the spec changes.
 	InvalidConfigurationReason = "InvalidConfiguration"
 )
 
@@ -155,17 +156,11 @@ type MonolithMachinePoolStatus struct {
 	// +optional
 	InfrastructureMachineKind string `json:"infrastructureMachineKind,omitempty"`
 
-	// failureReason is set for a terminal problem only, one that needs the
-	// spec changed; cleared once fixed.
-	// +kubebuilder:validation:MaxLength=256
-	// +optional
-	FailureReason *string `json:"failureReason,omitempty"`
-	// failureMessage explains failureReason.
-	// +kubebuilder:validation:MaxLength=10240
-	// +optional
-	FailureMessage *string `json:"failureMessage,omitempty"`
-
-	// conditions: Ready (summary), Paused, InstancesReady.
+	// conditions: Ready (summary), Paused, InstancesReady. A terminal
+	// problem, one that needs the spec changed, is InstancesReady=False
+	// with reason InvalidConfiguration (contract v1beta2: no
+	// failureReason/failureMessage, which Cluster API v1.14.2 core's
+	// MachinePool code does not survive).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32

@@ -158,16 +158,6 @@ func (in *MonolithMachinePoolStatus) DeepCopyInto(out *MonolithMachinePoolStatus
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
-	if in.FailureReason != nil {
-		in, out := &in.FailureReason, &out.FailureReason
-		*out = new(string)
-		**out = **in
-	}
-	if in.FailureMessage != nil {
-		in, out := &in.FailureMessage, &out.FailureMessage
-		*out = new(string)
-		**out = **in
-	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

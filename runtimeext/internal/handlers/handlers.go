@@ -26,6 +26,10 @@ type Options struct {
 	// request's UID): the manager's cached client. Nil turns the gate and
 	// that check off, for tests.
 	Reader client.Reader
+	// APIReader reads a hook's Cluster past the cache when the cache does
+	// not have it yet (a Cluster created a moment ago): the manager's API
+	// reader. Nil trusts the cache alone.
+	APIReader client.Reader
 	// Recorder records calls; nil records nothing.
 	Recorder *record.Recorder
 	// Scope are the Clusters the lifecycle policies apply to.
@@ -46,7 +50,7 @@ func List(opts Options) ([]server.ExtensionHandler, error) {
 	// the hook paths have no client authentication by default.
 	var clusters *scope.Clusters
 	if opts.Reader != nil {
-		clusters = &scope.Clusters{Reader: opts.Reader}
+		clusters = &scope.Clusters{Reader: opts.Reader, APIReader: opts.APIReader}
 	}
 	l := &lifecycle.Handlers{Reader: opts.Reader, Recorder: opts.Recorder, Clusters: clusters, Scope: opts.Scope}
 	t, err := topology.New(opts.Recorder)

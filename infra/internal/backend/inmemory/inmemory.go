@@ -267,7 +267,10 @@ func (b *Backend) Bootstrap(ctx context.Context, m backend.MachineRef, data back
 	b.mu.Lock()
 	delay := b.bootstrapDelays[m]
 	b.mu.Unlock()
-	boot := parseBootstrap(data)
+	boot, err := parseBootstrap(data)
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	b.bootstraps[m] = boot
 	b.mu.Unlock()

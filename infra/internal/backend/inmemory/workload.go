@@ -128,19 +128,31 @@ func (b *Backend) bootstrapOf(ctx context.Context, m backend.MachineRef, data fu
 	if err != nil {
 		return nil, err
 	}
-	boot = parseBootstrap(d)
+	if boot, err = parseBootstrap(d); err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	b.bootstraps[m] = boot
 	b.mu.Unlock()
 	return boot, nil
 }
 
-func parseBootstrap(d backend.BootstrapData) *kubeadm.Bootstrap {
+// parseBootstrap reads kubeadm's configuration from bootstrap data: nil
+// for well-formed data that holds none (the node registers as a plain
+// kubelet would), an error wrapping backend.ErrInvalidBootstrapData for
+// data that cannot be read: past the decoding bound, a broken encoding, a
+// kubeadm configuration that does not parse. Such data never counts as
+// bootstrapped.
+func parseBootstrap(d backend.BootstrapData) (*kubeadm.Bootstrap, error) {
 	boot, err := kubeadm.Parse(d.Value, d.Format)
-	if err != nil {
-		return nil
+	switch {
+	case err == nil:
+		return boot, nil
+	case errors.Is(err, kubeadm.ErrTooLarge) || !errors.Is(err, kubeadm.ErrNotKubeadm):
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidBootstrapData, err)
+	default:
+		return nil, nil
 	}
-	return boot
 }
 
 // unregisterNode removes the node from its cluster's workload API, if the

@@ -54,6 +54,18 @@ func TestSetReady(t *testing.T) {
 	}
 }
 
+// Cluster API core mirrors the machine's Ready into the Machine's
+// InfrastructureReady: an exhausted pool's reason and name must be in it.
+func TestReadyCarriesWhyAnIPPoolCannotServeTheMachine(t *testing.T) {
+	g := NewWithT(t)
+	mm := &v1alpha1.MonolithMachine{}
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.BackendMachineProvisionedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForIPAddressesReason})
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.IPAddressesClaimedCondition, Status: metav1.ConditionFalse, Reason: "PoolExhausted",
+		Message: "IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"})
+	g.Expect(setReady(mm)).To(Succeed())
+	g.Expect(conditions.GetMessage(mm, clusterv1.ReadyCondition)).To(ContainSubstring("PoolExhausted: MonolithIPPool ns/full has no free address"))
+}
+
 func TestSetNodeStatus(t *testing.T) {
 	node := &backend.Node{
 		ProviderID:    "docker:////c-m",

@@ -38,6 +38,9 @@ var ErrNotHosted = errors.New("the endpoint is not on the workload API address a
 // ErrEndpointInUse is returned for a recorded endpoint another process
 // listens on: after `clusterctl move`, the source management cluster's
 // manager until its sweep lets the port go. It passes; callers try again.
+// It is also returned for an endpoint another, older MonolithCluster
+// recorded first (Options.FirstRecorder), which passes only when that one
+// goes.
 var ErrEndpointInUse = errors.New("another process listens on the endpoint")
 
 // caRetry bounds how often a cluster whose CA Secret is missing is looked
@@ -79,6 +82,12 @@ type Options struct {
 	// paused cluster is not reconciled, and its port, left closed after a
 	// restart, would be free for another process to take. Optional.
 	Own func(ctx context.Context) ([]Recorded, error)
+	// FirstRecorder returns the cluster whose MonolithCluster recorded
+	// endpoint first (the oldest of those that record it), found false when
+	// none does. A recorded endpoint is served only for that cluster, so
+	// that two MonolithClusters naming one endpoint never race for its port
+	// in whatever order a restart brings them. Optional.
+	FirstRecorder func(ctx context.Context, endpoint clusterv1.APIEndpoint) (cluster types.NamespacedName, found bool, err error)
 	// SweepInterval is how often served clusters are compared with the
 	// recorded endpoints. Default DefaultSweepInterval.
 	SweepInterval time.Duration
@@ -274,6 +283,15 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 	if want.IsValid() {
 		if !h.Hosts(want) {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("%s: %w", endpointString(want), ErrNotHosted)
+		}
+		if h.opts.FirstRecorder != nil {
+			first, found, err := h.opts.FirstRecorder(ctx, want)
+			if err != nil {
+				return clusterv1.APIEndpoint{}, fmt.Errorf("failed to find which cluster recorded %s first: %w", endpointString(want), err)
+			}
+			if found && first != cluster {
+				return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s's recorded endpoint %s was recorded first by cluster %s: %w", cluster, endpointString(want), first, ErrEndpointInUse)
+			}
 		}
 		l, err := h.listen(int(want.Port))
 		if errors.Is(err, syscall.EADDRINUSE) {

@@ -250,3 +250,39 @@ func TestOwnClustersAreServedOnTheirRecordedEndpoints(t *testing.T) {
 	cancel()
 	g.Eventually(done).WithTimeout(5 * time.Second).Should(Receive(BeNil()))
 }
+
+// Two MonolithClusters recording one endpoint (issue 28: the second was
+// accepted, and after a restart both raced for the port in cache order):
+// the endpoint is served only for the cluster that recorded it first,
+// whichever asks first.
+func TestAnEndpointTwoClustersRecordIsServedOnlyForTheFirst(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	r := freeRange(g, 2)
+	recorded := clusterv1.APIEndpoint{Host: "127.0.0.1", Port: int32(r.First)}
+	h, err := hosting.New(hosting.Options{
+		Address: netip.MustParseAddr("127.0.0.1"),
+		Ports:   r,
+		Secrets: fake.NewClientBuilder().Build(),
+		Endpoints: func(context.Context) ([]clusterv1.APIEndpoint, error) {
+			return []clusterv1.APIEndpoint{recorded, recorded}, nil
+		},
+		FirstRecorder: func(_ context.Context, e clusterv1.APIEndpoint) (types.NamespacedName, bool, error) {
+			return key("older"), e == recorded, nil
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer h.Remove(key("older"))
+	defer h.Remove(key("younger"))
+
+	_, err = h.Serve(ctx, key("younger"), recorded)
+	g.Expect(errors.Is(err, hosting.ErrEndpointInUse)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("recorded first by cluster ns/older")))
+	g.Expect(h.Len()).To(BeZero(), "the younger cluster never binds the port")
+
+	got, err := h.Serve(ctx, key("older"), recorded)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(recorded))
+	_, err = h.Serve(ctx, key("younger"), recorded)
+	g.Expect(err).To(HaveOccurred())
+}

@@ -117,6 +117,9 @@ func Ensure(ctx context.Context, s *store.Store, c Cluster, n Node) error {
 	if err != nil {
 		return fmt.Errorf("failed to ensure Node %s: %w", n.Name, err)
 	}
+	if node, err = followVersion(ctx, s, node, n); err != nil {
+		return err
+	}
 	if _, err := ensureNamed(s, leases, nodeLeaseNamespace, n.Name, func() runtime.Object { return leaseObject(node, now) }); err != nil {
 		return fmt.Errorf("failed to ensure the Lease of Node %s: %w", n.Name, err)
 	}
@@ -162,6 +165,57 @@ func Ensure(ctx context.Context, s *store.Store, c Cluster, n Node) error {
 		return err
 	}
 	return nil
+}
+
+// followVersion makes an in-place change of the node's Kubernetes version
+// (Cluster API's in-place updates change a Machine's version without
+// replacing it) true as the upgraded kubelet and `kubeadm upgrade node`
+// would: the Node reports the new kubelet version, and the node's static
+// Pods are deleted so that Ensure makes them again at the new version, as
+// the kubelet restarts them from rewritten manifests. kube-proxy is the
+// DaemonSet's (KubeadmControlPlane updates its image), and a Node already at
+// its version is not touched.
+func followVersion(ctx context.Context, s *store.Store, node *unstructured.Unstructured, n Node) (*unstructured.Unstructured, error) {
+	for range 5 {
+		have, _, _ := unstructured.NestedString(node.Object, "status", "nodeInfo", "kubeletVersion")
+		if have == n.KubeletVersion {
+			return node, nil
+		}
+		bound, _, err := s.List(pods, metav1.NamespaceSystem, store.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name)})
+		if err != nil {
+			return nil, fmt.Errorf("failed to list the Pods of Node %s: %w", n.Name, err)
+		}
+		for _, p := range bound {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if _, static := p.GetAnnotations()[mirrorAnnotation]; !static {
+				continue
+			}
+			if _, _, err := s.Delete(pods, p.GetNamespace(), p.GetName(), store.Preconditions{}); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("failed to delete Pod %s/%s for the node's new version: %w", p.GetNamespace(), p.GetName(), err)
+			}
+		}
+		updated := node.DeepCopy()
+		if err := unstructured.SetNestedField(updated.Object, n.KubeletVersion, "status", "nodeInfo", "kubeletVersion"); err != nil {
+			return nil, fmt.Errorf("failed to set the kubelet version of Node %s: %w", n.Name, err)
+		}
+		if _, ok, _ := unstructured.NestedString(updated.Object, "status", "nodeInfo", "kubeProxyVersion"); ok {
+			_ = unstructured.SetNestedField(updated.Object, n.KubeletVersion, "status", "nodeInfo", "kubeProxyVersion")
+		}
+		got, err := s.Update(nodes, updated)
+		if apierrors.IsConflict(err) {
+			if node, err = s.Get(nodes, "", n.Name); err != nil {
+				return nil, fmt.Errorf("failed to get Node %s: %w", n.Name, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to update the kubelet version of Node %s: %w", n.Name, err)
+		}
+		return got, nil
+	}
+	return nil, fmt.Errorf("failed to update the kubelet version of Node %s: it kept changing", n.Name)
 }
 
 // Remove deletes what Ensure made for the node: the Node, its Lease, and

@@ -407,3 +407,53 @@ func podConditionOf(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionSt
 	}
 	return ""
 }
+
+// Cluster API's in-place updates change a Machine's version without
+// replacing it: the same Node then reports the new kubelet version and its
+// static Pods run the new version's images; kube-proxy keeps running (its
+// image is the DaemonSet's).
+func TestEnsureFollowsAnInPlaceVersionChange(t *testing.T) {
+	g := NewWithT(t)
+	tc := newTestCluster(t)
+	ctx := context.Background()
+	c := testClusterSpec(t)
+	cp, w := controlPlaneNode("cp-0", "10.0.0.10"), workerNode("w-0", "10.0.1.10")
+	mustEnsure(t, tc, c, cp)
+	mustEnsure(t, tc, c, w)
+	before := &corev1.Node{}
+	g.Expect(tc.client.Get(ctx, client.ObjectKey{Name: "cp-0"}, before)).To(Succeed())
+
+	cp.KubeletVersion, w.KubeletVersion = "v1.37.0", "v1.37.0"
+	mustEnsure(t, tc, c, cp)
+	mustEnsure(t, tc, c, w)
+
+	for _, name := range []string{"cp-0", "w-0"} {
+		node := &corev1.Node{}
+		g.Expect(tc.client.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+		g.Expect(node.Status.NodeInfo.KubeletVersion).To(Equal("v1.37.0"), name)
+		proxies := &corev1.PodList{}
+		g.Expect(tc.client.List(ctx, proxies, client.InNamespace("kube-system"), client.MatchingLabels{"k8s-app": "kube-proxy"})).To(Succeed())
+		found := false
+		for _, p := range proxies.Items {
+			if p.Spec.NodeName == name {
+				found = true
+			}
+		}
+		g.Expect(found).To(BeTrue(), "kube-proxy runs on %s", name)
+	}
+	after := &corev1.Node{}
+	g.Expect(tc.client.Get(ctx, client.ObjectKey{Name: "cp-0"}, after)).To(Succeed())
+	g.Expect(after.UID).To(Equal(before.UID), "the same Node, not a new one")
+	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		pod := &corev1.Pod{}
+		g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: component + "-cp-0"}, pod)).To(Succeed())
+		g.Expect(pod.Spec.Containers[0].Image).To(HaveSuffix(component+":v1.37.0"), component)
+	}
+	g.Expect(tc.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "etcd-cp-0"}, &corev1.Pod{})).To(Succeed(), "etcd runs again")
+
+	// Once followed, Ensuring writes nothing more.
+	rv := tc.store.ResourceVersion()
+	mustEnsure(t, tc, c, cp)
+	mustEnsure(t, tc, c, w)
+	g.Expect(tc.store.ResourceVersion()).To(Equal(rv))
+}

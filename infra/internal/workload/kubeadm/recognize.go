@@ -91,33 +91,118 @@ func Parse(data []byte, format string) (*Bootstrap, error) {
 			format = FormatIgnition
 		}
 	}
-	var files [][]byte
+	d := &decoder{left: MaxBootstrapBytes}
+	var b *Bootstrap
 	var err error
 	switch format {
 	case FormatCloudConfig:
-		files, err = cloudConfigFiles(data)
+		b, err = d.cloudConfig(data)
 	case FormatIgnition:
-		files, err = ignitionFiles(data)
+		b, err = d.ignition(data)
 	default:
 		return nil, fmt.Errorf("%w: unknown format %q", ErrNotKubeadm, format)
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		b, found, err := parseKubeadmConfig(f)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			return b, nil
-		}
+	if b == nil {
+		return nil, fmt.Errorf("%w: no kubeadm InitConfiguration or JoinConfiguration in the %s data", ErrNotKubeadm, format)
 	}
-	return nil, fmt.Errorf("%w: no kubeadm InitConfiguration or JoinConfiguration in the %s data", ErrNotKubeadm, format)
+	return b, nil
 }
 
-// cloudConfigFiles are the contents of a cloud-config's write_files.
-func cloudConfigFiles(data []byte) ([][]byte, error) {
+// Limits of decoded bootstrap data, the docker backend's too
+// (backend/docker.MaxBootstrapFileBytes and MaxBootstrapBytes). A Secret
+// holds at most 1 MiB, but gzip expands about a thousandfold: unbounded,
+// one Secret could take gigabytes of the process every workload cluster
+// shares. kubeadm's files are kilobytes.
+const (
+	// MaxBootstrapFileBytes bounds one decoded file.
+	MaxBootstrapFileBytes = 16 << 20
+	// MaxBootstrapBytes bounds all decoded files together.
+	MaxBootstrapBytes = 64 << 20
+)
+
+// ErrTooLarge is returned (wrapped, with ErrNotKubeadm) for bootstrap data
+// whose files decode to more than MaxBootstrapFileBytes each or
+// MaxBootstrapBytes together; decoding stops at the bound.
+var ErrTooLarge = errors.New("bootstrap data decodes to too many bytes")
+
+// decoder decodes a bootstrap document's files one at a time into one
+// reused buffer, within a budget of decoded bytes: memory stays bounded by
+// MaxBootstrapFileBytes whatever the data, and only files that mention
+// kubeadm's API group are parsed at all.
+type decoder struct {
+	left int
+	buf  []byte
+}
+
+// file accounts a decoded file against the budget and, when it may be
+// kubeadm's configuration, parses it.
+func (d *decoder) file(content []byte, name string) (*Bootstrap, error) {
+	if len(content) > MaxBootstrapFileBytes || len(content) > d.left {
+		return nil, fmt.Errorf("%w: %w: file %s", ErrNotKubeadm, ErrTooLarge, name)
+	}
+	d.left -= len(content)
+	if !bytes.Contains(content, []byte(kubeadmGroup)) {
+		return nil, nil
+	}
+	b, found, err := parseKubeadmConfig(content)
+	if err != nil || !found {
+		return nil, err
+	}
+	return b, nil
+}
+
+// gunzip decompresses b into the decoder's buffer, stopping one byte past
+// what the budget allows; the result is valid until the next call.
+func (d *decoder) gunzip(b []byte, name string) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	limit := min(MaxBootstrapFileBytes, d.left)
+	out, err := readBounded(r, d.buf[:0], limit)
+	d.buf = out
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == limit {
+		// Full: one more byte tells "too large" from "exactly the bound".
+		var probe [1]byte
+		if n, _ := io.ReadFull(r, probe[:]); n > 0 {
+			return nil, fmt.Errorf("%w: %w: file %s decompresses to more than %d bytes", ErrNotKubeadm, ErrTooLarge, name, limit)
+		}
+	}
+	return out, nil
+}
+
+// readBounded appends r's bytes to buf until EOF or limit bytes. Its
+// buffer doubles but never past limit, so that reading up to limit
+// allocates about 2*limit in all (io.ReadAll's growth could allocate several times what it
+// reads, and reads without an end).
+func readBounded(r io.Reader, buf []byte, limit int) ([]byte, error) {
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(limit, max(2*cap(buf), 4096)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// cloudConfig finds kubeadm's configuration in a cloud-config's write_files.
+func (d *decoder) cloudConfig(data []byte) (*Bootstrap, error) {
 	// CABPK's cloud-config starts with a jinja header line, then the
 	// #cloud-config marker cloud-init requires.
 	first := ""
@@ -143,39 +228,41 @@ func cloudConfigFiles(data []byte) ([][]byte, error) {
 	if err := yaml.Unmarshal(data, &cc); err != nil {
 		return nil, fmt.Errorf("%w: cloud-config is not YAML: %w", ErrNotKubeadm, err)
 	}
-	var out [][]byte
 	for _, f := range cc.WriteFiles {
-		content, err := decodeCloudInitContent(f.Encoding, f.Content)
+		content, err := d.decodeCloudInitContent(f.Encoding, f.Content, f.Path)
 		if err != nil {
 			return nil, fmt.Errorf("failed to decode write_files %s: %w", f.Path, err)
 		}
-		out = append(out, content)
+		if b, err := d.file(content, f.Path); b != nil || err != nil {
+			return b, err
+		}
 	}
-	return out, nil
+	return nil, nil
 }
 
 // decodeCloudInitContent undoes write_files' encodings, as cloud-init names them.
-func decodeCloudInitContent(encoding, content string) ([]byte, error) {
+func (d *decoder) decodeCloudInitContent(encoding, content, name string) ([]byte, error) {
 	switch strings.ToLower(encoding) {
 	case "", "text/plain":
 		return []byte(content), nil
 	case "b64", "base64":
 		return base64.StdEncoding.DecodeString(content)
 	case "gz", "gzip":
-		return gunzip([]byte(content))
+		return d.gunzip([]byte(content), name)
 	case "gz+base64", "gzip+base64", "gz+b64", "gzip+b64":
 		raw, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
 			return nil, err
 		}
-		return gunzip(raw)
+		return d.gunzip(raw, name)
 	default:
 		return nil, fmt.Errorf("unknown encoding %q", encoding)
 	}
 }
 
-// ignitionFiles are the contents of an Ignition config's storage files.
-func ignitionFiles(data []byte) ([][]byte, error) {
+// ignition finds kubeadm's configuration in an Ignition config's storage
+// files.
+func (d *decoder) ignition(data []byte) (*Bootstrap, error) {
 	var ign struct {
 		Ignition struct {
 			Version string `json:"version"`
@@ -196,7 +283,6 @@ func ignitionFiles(data []byte) ([][]byte, error) {
 	if ign.Ignition.Version == "" {
 		return nil, fmt.Errorf("%w: not an Ignition config (no ignition.version)", ErrNotKubeadm)
 	}
-	var out [][]byte
 	for _, f := range ign.Storage.Files {
 		if f.Contents.Source == nil {
 			continue
@@ -207,13 +293,15 @@ func ignitionFiles(data []byte) ([][]byte, error) {
 			continue
 		}
 		if f.Contents.Compression != nil && *f.Contents.Compression == "gzip" {
-			if content, err = gunzip(content); err != nil {
+			if content, err = d.gunzip(content, f.Path); err != nil {
 				return nil, fmt.Errorf("failed to decompress Ignition file %s: %w", f.Path, err)
 			}
 		}
-		out = append(out, content)
+		if b, err := d.file(content, f.Path); b != nil || err != nil {
+			return b, err
+		}
 	}
-	return out, nil
+	return nil, nil
 }
 
 // decodeDataURL decodes an RFC 2397 data URL, as Ignition inlines files.
@@ -234,15 +322,6 @@ func decodeDataURL(source string) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(s), nil
-}
-
-func gunzip(b []byte) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
 }
 
 // parseKubeadmConfig reads one file's YAML documents and, when one is a

@@ -50,7 +50,7 @@ func (r *cabpkCloudConfig) base() cloudinit.BaseUserData {
 	}
 }
 
-func (r *cabpkCloudConfig) init(t *testing.T) []byte {
+func (r *cabpkCloudConfig) init(t testing.TB) []byte {
 	t.Helper()
 	certs := secret.NewCertificatesForInitialControlPlane(r.cc)
 	if err := certs.Generate(); err != nil {
@@ -81,7 +81,7 @@ func (r *cabpkCloudConfig) init(t *testing.T) []byte {
 	return data
 }
 
-func (r *cabpkCloudConfig) join(t *testing.T, controlPlane bool) []byte {
+func (r *cabpkCloudConfig) join(t testing.TB, controlPlane bool) []byte {
 	t.Helper()
 	jc := &bootstrapv1.JoinConfiguration{
 		NodeRegistration: bootstrapv1.NodeRegistrationOptions{

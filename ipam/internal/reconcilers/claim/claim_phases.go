@@ -114,6 +114,9 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipa
 	return ctrl.Result{}, nil
 }
 
+// errNotInPool is why an existing IPAddress without a record is not adopted.
+var errNotInPool = errors.New("not in the pool")
+
 // maxTakeAttempts bounds how many addresses one reconcile tries when other
 // managers (or overlapping pools) took the ones this ledger thought free.
 const maxTakeAttempts = 16
@@ -360,6 +363,10 @@ func (r *Reconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, ci
 		return ctrl.Result{}, nil
 	}
 	holder, res, err := r.recordOf(ctx, claim, cid, pool, key, state, address, addr)
+	if errors.Is(err, errNotInPool) {
+		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists with address %s, which %s cannot hand out", address.Name, addr, poolName(key)))
+		return ctrl.Result{}, nil
+	}
 	if holder != "" {
 		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Address %s of IPAddress %s is allocated to claim %s", addr, address.Name, holder))
 		return res, err
@@ -390,6 +397,23 @@ func (r *Reconciler) recordOf(ctx context.Context, claim *ipamv1.IPAddressClaim,
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, rec); err == nil && owns(rec, cid) {
 		return "", ctrl.Result{}, nil
 	}
+	// Without a record of its own the IPAddress's address becomes the
+	// claim's only if the pool could have handed it out: an IPAddress made
+	// in advance under the claim's name must not smuggle in any address.
+	// (A record of the claim only past the cache, from before the pool
+	// shrank, still makes it the claim's.)
+	if alloc := state.Allocator(); alloc == nil || !alloc.Pool().Contains(addr) {
+		live := &v1alpha1.MonolithIPAllocation{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, live)
+		switch {
+		case err == nil && owns(live, cid):
+			state.Observe(live)
+			return "", ctrl.Result{}, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", ctrl.Result{}, fmt.Errorf("failed to read allocation record %s: %w", name, err)
+		}
+		return "", ctrl.Result{}, fmt.Errorf("address %s of IPAddress %s cannot be allocated from %s: %w", addr, address.Name, poolName(key), errNotInPool)
+	}
 	prefix := state.Prefix()
 	if address.Spec.Prefix != nil {
 		prefix = *address.Spec.Prefix
@@ -414,6 +438,22 @@ func (r *Reconciler) recordOf(ctx context.Context, claim *ipamv1.IPAddressClaim,
 			return "", ctrl.Result{}, fmt.Errorf("failed to delete expired allocation record %s: %w", name, err)
 		}
 		return "", ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if c := records.ClaimOf(existing); c.NamespacedName == cid.NamespacedName && c.UID != cid.UID && !existing.IsReleased() {
+		// The record of an earlier claim of this name (a cluster moved
+		// away and back): the IPAddress is this claim's now. The old
+		// record goes once its claim is confirmed gone.
+		orphan, err := records.Orphaned(ctx, r.APIReader, existing)
+		if err != nil {
+			return "", ctrl.Result{}, err
+		}
+		if orphan {
+			ctrl.LoggerFrom(ctx).Info("Deleting the allocation record of an earlier claim of the same name", "record", name, "address", addr.String())
+			if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return "", ctrl.Result{}, fmt.Errorf("failed to delete allocation record %s of an earlier claim: %w", name, err)
+			}
+			return "", ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 	}
 	return existing.Spec.ClaimRef.Namespace + "/" + existing.Spec.ClaimRef.Name, ctrl.Result{RequeueAfter: exhaustedRecheck}, nil
 }

@@ -43,6 +43,13 @@ func fixture(t *testing.T, onCreate func(ctx context.Context, c client.WithWatch
 			r := o.(*v1alpha1.MonolithIPAllocation)
 			return []string{index.ClaimKey(r.Spec.ClaimRef.Namespace, r.Spec.ClaimRef.Name)}
 		}).
+		WithIndex(&ipamv1.IPAddress{}, index.IPAddressPoolField, func(o client.Object) []string {
+			a := o.(*ipamv1.IPAddress)
+			if k, ok := index.KeyOfRef(a.Spec.PoolRef, a.Namespace); ok {
+				return []string{k.String()}
+			}
+			return nil
+		}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: onCreate}).Build()
 	return &Reconciler{Client: c, APIReader: c, Ledger: ledger.New(c)}, c, pool
 }

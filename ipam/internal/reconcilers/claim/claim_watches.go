@@ -51,11 +51,16 @@ func (r *Reconciler) addressEvents() handler.EventHandler {
 }
 
 // poolToWaitingClaims brings back the claims of a pool that still wait for
-// an address (or for their release) when the pool's spec or pause changes.
+// an address (or for their release) when the pool's spec or pause changes,
+// and every claim of a pool that appears: a pool deleted and re-created
+// (skip-delete-protection) lost its records, which its bound claims record
+// again.
 func (r *Reconciler) poolToWaitingClaims() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			r.enqueuePool(ctx, e.Object, q)
+			if p, ok := e.Object.(v1alpha1.Pool); ok {
+				r.enqueueClaims(ctx, index.KeyOf(p), q, true)
+			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			r.enqueuePool(ctx, e.ObjectNew, q)
@@ -70,6 +75,11 @@ func (r *Reconciler) enqueuePool(ctx context.Context, o client.Object, q workque
 }
 
 func (r *Reconciler) enqueueWaiting(ctx context.Context, key index.PoolKey, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	r.enqueueClaims(ctx, key, q, false)
+}
+
+// enqueueClaims brings back the pool's claims that wait, or all of them.
+func (r *Reconciler) enqueueClaims(ctx context.Context, key index.PoolKey, q workqueue.TypedRateLimitingInterface[ctrl.Request], all bool) {
 	claims := &ipamv1.IPAddressClaimList{}
 	if err := r.Client.List(ctx, claims, client.MatchingFields{index.ClaimPoolField: key.String()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the claims of a pool", "pool", key.String())
@@ -77,7 +87,7 @@ func (r *Reconciler) enqueueWaiting(ctx context.Context, key index.PoolKey, q wo
 	}
 	for i := range claims.Items {
 		c := &claims.Items[i]
-		if c.Status.AddressRef.Name == "" || !c.DeletionTimestamp.IsZero() {
+		if all || c.Status.AddressRef.Name == "" || !c.DeletionTimestamp.IsZero() {
 			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,7 @@ import (
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools/status;globalmonolithippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithipallocations,verbs=get;list;watch;delete
 
 const (
@@ -49,6 +52,12 @@ const (
 	// statusBatchDelay is how long a pool waits after one of its addresses
 	// changes before its counts are written.
 	statusBatchDelay = time.Second
+	// sweepInterval is how often a pool's records are checked for claims
+	// that are gone without a release.
+	sweepInterval = 5 * time.Minute
+	// recordPage is how many allocation records one list past the cache
+	// reads at a time.
+	recordPage = 500
 )
 
 // Object is one of our pool kinds.
@@ -69,6 +78,9 @@ type Reconciler[T Object] struct {
 	NewObject func() T
 	// Kind is the reconciled kind's name.
 	Kind string
+
+	// lastSwept holds when each pool's records were last swept for orphans.
+	lastSwept sync.Map
 }
 
 // SetupWithManager registers the controller.
@@ -215,6 +227,9 @@ func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *scaffold.Scope[T
 		return ctrl.Result{}, err
 	}
 	res, err := r.collectExpired(ctx, index.KeyOf(pool))
+	if sweepErr := r.sweepOrphans(ctx, index.KeyOf(pool)); sweepErr != nil {
+		err = errors.Join(err, sweepErr)
+	}
 	c := state.Allocator().Counts().Int64()
 	pool.GetStatus().IPAddresses = &v1alpha1.IPAddressesStatus{
 		Total: c.Total, Used: c.Used, Free: c.Free, OutOfRange: int64(c.OutOfRange), Capped: c.Capped,
@@ -233,6 +248,95 @@ func (r *Reconciler[T]) poolRecords(ctx context.Context, key index.PoolKey) ([]v
 		return nil, fmt.Errorf("failed to list the allocation records of the pool: %w", err)
 	}
 	return list.Items, nil
+}
+
+// sweepOrphans deletes, at most once per sweepInterval per pool (and on the
+// pool's first reconcile after a start), the pool's live records whose
+// claim is gone without a release: finalizers removed by hand, a claim
+// moved away from a GlobalMonolithIPPool by clusterctl move. Candidates come
+// from the cache; each is confirmed past the cache (the claim and its
+// IPAddress both gone) and deleted only as read.
+func (r *Reconciler[T]) sweepOrphans(ctx context.Context, key index.PoolKey) error {
+	if last, ok := r.lastSwept.Load(key); ok && time.Since(last.(time.Time)) < sweepInterval {
+		return nil
+	}
+	recs, err := r.poolRecords(ctx, key)
+	if err != nil {
+		return err
+	}
+	reader := r.reader()
+	for i := range recs {
+		rec := &recs[i]
+		if rec.IsReleased() || !r.claimLooksGone(ctx, rec) {
+			continue
+		}
+		orphan, err := records.Orphaned(ctx, reader, rec)
+		if err != nil {
+			return err
+		}
+		if !orphan {
+			continue
+		}
+		// An IPAddress of the record's address still there means the
+		// address is in use: the record stays until it goes.
+		address := &ipamv1.IPAddress{}
+		err = reader.Get(ctx, types.NamespacedName{Namespace: rec.Spec.ClaimRef.Namespace, Name: rec.Spec.ClaimRef.Name}, address)
+		if err == nil && address.Spec.Address == rec.Spec.Address {
+			continue
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to read the IPAddress of allocation record %s: %w", rec.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleting an allocation record whose claim is gone", "record", rec.Name, "address", rec.Spec.Address,
+			"IPAddressClaim", klog.KRef(rec.Spec.ClaimRef.Namespace, rec.Spec.ClaimRef.Name))
+		if err := r.Client.Delete(ctx, rec, client.Preconditions{UID: &rec.UID, ResourceVersion: &rec.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("failed to delete orphan allocation record %s: %w", rec.Name, err)
+		}
+	}
+	r.lastSwept.Store(key, time.Now())
+	return nil
+}
+
+// claimLooksGone tells from the cache whether a record's claim may be gone:
+// not found, or found with another uid. A claim of a namespace the cache
+// does not serve (a sharded manager) is left to the manager that serves it.
+func (r *Reconciler[T]) claimLooksGone(ctx context.Context, rec *v1alpha1.MonolithIPAllocation) bool {
+	claim := &ipamv1.IPAddressClaim{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: rec.Spec.ClaimRef.Namespace, Name: rec.Spec.ClaimRef.Name}, claim)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && rec.Spec.ClaimRef.UID != "" && string(claim.UID) != rec.Spec.ClaimRef.UID
+}
+
+func (r *Reconciler[T]) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// liveRecords lists the pool's allocation records past the cache, a page
+// at a time: the apiserver serves no field selector on them, so every
+// record is read once.
+func (r *Reconciler[T]) liveRecords(ctx context.Context, key index.PoolKey) ([]v1alpha1.MonolithIPAllocation, error) {
+	var out []v1alpha1.MonolithIPAllocation
+	opts := []client.ListOption{client.Limit(recordPage)}
+	for {
+		list := &v1alpha1.MonolithIPAllocationList{}
+		if err := r.reader().List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("failed to list allocation records past the cache: %w", err)
+		}
+		for i := range list.Items {
+			if index.KeyOfAllocation(&list.Items[i]) == key {
+				out = append(out, list.Items[i])
+			}
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts = []client.ListOption{client.Limit(recordPage), client.Continue(list.Continue)}
+	}
 }
 
 // collectExpired deletes the pool's released records whose grace period is
@@ -273,7 +377,10 @@ func (r *Reconciler[T]) collectExpired(ctx context.Context, key index.PoolKey) (
 func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scaffold.Scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	key := index.KeyOf(pool)
-	recs, err := r.poolRecords(ctx, key)
+	// Counted past the cache: a record created a moment ago (a claim being
+	// served while the pool is deleted) may not be in it yet, and letting
+	// the pool go would drop that address's protection.
+	recs, err := r.liveRecords(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -90,15 +90,15 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 
 	if problem, err := r.configurationProblem(ctx, pool, s.Cluster); err != nil || problem != "" {
 		if problem != "" {
-			pool.Status.FailureReason = ptr.To(v1alpha1.InvalidConfigurationReason)
-			pool.Status.FailureMessage = ptr.To(problem)
+			// A condition only: contract v1beta2 has no failureReason, and
+			// Cluster API v1.14.2 core panics on a MachinePool whose
+			// infrastructure sets one.
 			found.notReady = &notReady{reason: v1alpha1.InvalidConfigurationReason, message: problem}
 			// Nothing helps but a spec change, which reconciles again.
 			return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid configuration: %s", problem))
 		}
 		return ctrl.Result{}, err
 	}
-	pool.Status.FailureReason, pool.Status.FailureMessage = nil, nil
 
 	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
 		found.notReady = &notReady{reason: infrav1.WaitingForBootstrapDataReason}

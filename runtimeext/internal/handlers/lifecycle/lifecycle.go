@@ -33,10 +33,12 @@ type Handlers struct {
 	// answer: success, nothing held, no Event.
 	Scope scope.Scope
 	// Clusters, when set, must know the request's Cluster (namespace, name
-	// and UID) for a hook to act on it: policies and Events then use the
-	// stored Cluster, and a Cluster it does not know answers a Failure with
-	// no Event and no pool read (see package scope). Nil trusts requests,
-	// for tests of the policies alone.
+	// and UID) for a hook to act on it, in the cache or past it: policies
+	// and Events then use the stored Cluster, and a Cluster that does not
+	// exist answers a Failure with no Event and no pool read (see package
+	// scope); one that cannot be read is asked again (RetryAfterSeconds)
+	// by blocking hooks. Nil trusts requests, for tests of the policies
+	// alone.
 	Clusters *scope.Clusters
 }
 
@@ -46,7 +48,8 @@ type failer interface {
 	SetMessage(string)
 }
 
-// resolve returns the Cluster to act on, or nil after answering a Failure.
+// resolve returns the Cluster to act on, or nil after answering (a
+// Failure, or a retry for a Cluster that could not be read).
 func (h *Handlers) resolve(ctx context.Context, cluster *clusterv1.Cluster, resp failer) *clusterv1.Cluster {
 	if h.Clusters == nil {
 		return cluster
@@ -55,16 +58,33 @@ func (h *Handlers) resolve(ctx context.Context, cluster *clusterv1.Cluster, resp
 	if err == nil {
 		return stored
 	}
-	resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 	if errors.Is(err, scope.ErrNotInScope) {
+		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 		resp.SetMessage(err.Error())
 		return nil
 	}
-	// Read errors are logged, not answered (see capacity).
+	// Read errors are logged, not answered (see capacity). They are
+	// transient: a blocking hook is asked again later rather than failed,
+	// so that a Cluster being created is not refused by a hiccup.
 	ctrl.LoggerFrom(ctx).Error(err, "Failed to read the request's Cluster", "Cluster", klog.KObj(cluster))
 	resp.SetMessage("failed to read the request's Cluster; see the extension's logs")
+	if r, ok := resp.(retrier); ok {
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		r.SetRetryAfterSeconds(unreadClusterRetrySeconds)
+		return nil
+	}
+	resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 	return nil
 }
+
+// retrier is a blocking hook's response, which can ask to be called again.
+type retrier interface {
+	SetRetryAfterSeconds(int32)
+}
+
+// unreadClusterRetrySeconds is when a blocking hook whose Cluster could not
+// be read asks to be called again.
+const unreadClusterRetrySeconds = 5
 
 // policy may block a hook: it returns a message when it does, "" otherwise.
 type policy func(ctx context.Context, cluster *clusterv1.Cluster, s settings.Settings) (string, error)

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -94,5 +95,65 @@ func TestHooksActOnlyOnClustersTheManagerKnows(t *testing.T) {
 		g.Expect(resp.Message).NotTo(ContainSubstring("secret"))
 		g.Expect(*poolReads).To(BeNumerically(">", 0))
 		g.Expect(<-rec.Events).To(HavePrefix("Normal BeforeClusterCreate "))
+	})
+}
+
+// beforeClusterCreateOver is the module's BeforeClusterCreate over a cache
+// and an API reader of their own.
+func beforeClusterCreateOver(t *testing.T, cache, apiReader client.Reader) beforeClusterCreate {
+	t.Helper()
+	list, err := handlers.List(handlers.Options{Reader: cache, APIReader: apiReader, Recorder: &record.Recorder{Events: events.NewFakeRecorder(10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range list {
+		if h.Name == "before-cluster-create" {
+			return h.HandlerFunc.(beforeClusterCreate)
+		}
+	}
+	t.Fatal("no before-cluster-create handler")
+	return nil
+}
+
+// Cluster API calls BeforeClusterCreate as soon as a Cluster is created,
+// often before the extension's cache has it (issue 28): the Cluster is read
+// past the cache, and a read that fails asks to be called again; neither is
+// a Failure.
+func TestAClusterNotYetInTheCacheIsReadPastItOrRetriedNeverFailed(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{ipamv1alpha1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := cluster(nil)
+	fresh.UID = "fresh-uid"
+	// The cache has the pool the Cluster names, not the Cluster yet.
+	emptyCache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(globalPool("global", 100)).Build()
+
+	t.Run("found past the cache: served", func(t *testing.T) {
+		g := NewWithT(t)
+		apiserver := fake.NewClientBuilder().WithScheme(scheme).WithObjects(fresh.DeepCopy()).Build()
+		resp := &runtimehooksv1.BeforeClusterCreateResponse{}
+		beforeClusterCreateOver(t, emptyCache, apiserver)(context.Background(), &runtimehooksv1.BeforeClusterCreateRequest{Cluster: *fresh.DeepCopy()}, resp)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+		g.Expect(resp.RetryAfterSeconds).To(BeZero())
+	})
+	t.Run("unreadable: asked again, not failed", func(t *testing.T) {
+		g := NewWithT(t)
+		broken := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+				return errors.New("connection refused")
+			}}).Build()
+		resp := &runtimehooksv1.BeforeClusterCreateResponse{}
+		beforeClusterCreateOver(t, emptyCache, broken)(context.Background(), &runtimehooksv1.BeforeClusterCreateRequest{Cluster: *fresh.DeepCopy()}, resp)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+		g.Expect(resp.RetryAfterSeconds).To(BeNumerically(">", 0))
+	})
+	t.Run("absent past the cache too: a Failure, as for a made-up Cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		resp := &runtimehooksv1.BeforeClusterCreateResponse{}
+		beforeClusterCreateOver(t, emptyCache, fake.NewClientBuilder().WithScheme(scheme).Build())(context.Background(), &runtimehooksv1.BeforeClusterCreateRequest{Cluster: *fresh.DeepCopy()}, resp)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
 	})
 }

@@ -1,0 +1,169 @@
+package capie2e
+
+import (
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	capie2e "sigs.k8s.io/cluster-api/test/e2e"
+	"sigs.k8s.io/cluster-api/test/framework"
+)
+
+// The specs beyond make test's short set: `make test-capi-e2e` runs them all.
+
+var _ = Describe("Cluster API quick start, ipam flavor", func() {
+	capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
+		return capie2e.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("ipam"),
+		}
+	})
+})
+
+var _ = Describe("Cluster API quick start, machinepool flavor", func() {
+	capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
+		return capie2e.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("machinepool"),
+		}
+	})
+})
+
+var _ = Describe("Cluster API MachineDeployment scale, default flavor", func() {
+	capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
+		return capie2e.MachineDeploymentScaleSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("Cluster API MachinePool, machinepool flavor", func() {
+	capie2e.MachinePoolSpec(ctx, func() capie2e.MachinePoolInput {
+		return capie2e.MachinePoolInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("machinepool"),
+		}
+	})
+})
+
+var _ = Describe("Cluster API cluster upgrade, ClusterClass (topology flavor)", func() {
+	capie2e.ClusterUpgradeConformanceSpec(ctx, func() capie2e.ClusterUpgradeConformanceSpecInput {
+		return capie2e.ClusterUpgradeConformanceSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			SkipConformanceTests: true,
+			Flavor:               ptr.To("topology"),
+		}
+	})
+})
+
+// The deletion of a topology cluster, which Cluster API only starts once
+// our runtime extension's BeforeClusterDelete hook (registered by dev for
+// every namespace) answers, goes in the order Cluster API promises:
+// workers, then the control plane, then our MonolithCluster.
+var _ = Describe("Cluster API cluster deletion, ClusterClass (topology flavor)", func() {
+	capie2e.ClusterDeletionSpec(ctx, func() capie2e.ClusterDeletionSpecInput {
+		return capie2e.ClusterDeletionSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			ControlPlaneMachineCount: ptr.To[int64](3),
+			Flavor:                   ptr.To("topology"),
+			PostMachinesProvisioned: func(proxy framework.ClusterProxy, namespace, _ string) {
+				expectCAPIResourcesFound(proxy, namespace)
+			},
+			ClusterDeletionPhases: []capie2e.ClusterDeletionPhase{
+				{
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						return ref.Kind == "MachineDeployment" || ref.Kind == "MachineSet" ||
+							(ref.Kind == "Machine" && ownedBy(owners, "MachineDeployment", "MachineSet"))
+					},
+					BlockingObjectFilter: kindIs("Machine"),
+				},
+				{
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						return ref.Kind == "KubeadmControlPlane" || (ref.Kind == "Machine" && ownedBy(owners, "KubeadmControlPlane"))
+					},
+					BlockingObjectFilter: kindIs("Machine"),
+				},
+				{
+					ObjectFilter:         kindIs("MonolithCluster"),
+					BlockingObjectFilter: kindIs("MonolithCluster"),
+				},
+			},
+		}
+	})
+})
+
+// kindIs is an object filter of one kind.
+func kindIs(kind string) func(corev1.ObjectReference, []metav1.OwnerReference) bool {
+	return func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == kind }
+}
+
+// ownedBy says whether any owner is of one of the kinds.
+func ownedBy(owners []metav1.OwnerReference, kinds ...string) bool {
+	return slices.ContainsFunc(owners, func(o metav1.OwnerReference) bool { return slices.Contains(kinds, o.Kind) })
+}
+
+var _ = Describe("Cluster API MachineDeployment remediation (healthcheck flavor)", func() {
+	capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
+		return capie2e.MachineDeploymentRemediationSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("healthcheck"),
+		}
+	})
+})
+
+var _ = Describe("Cluster API ClusterClass changes (topology flavor)", func() {
+	capie2e.ClusterClassChangesSpec(ctx, func() capie2e.ClusterClassChangesSpecInput {
+		return capie2e.ClusterClassChangesSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor:                   "topology",
+			ModifyControlPlaneFields: map[string]any{"spec.kubeadmConfigSpec.verbosity": int64(4)},
+			ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]any{"spec.template.spec.verbosity": int64(4)},
+			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{
+				"spec.template.spec.backend.inMemory.provisioningDelay": "1s",
+			},
+		}
+	})
+})
+
+var _ = Describe("Cluster API ClusterClass rollout (topology flavor)", func() {
+	capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
+		return capie2e.ClusterClassRolloutSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: "topology",
+		}
+	})
+})
+
+// Cluster API's scale spec at a size that fits CI: make bench's workload
+// benchmarks measure the large sizes.
+var _ = Describe("Cluster API scale (topology flavor, 3 clusters)", func() {
+	capie2e.ScaleSpec(ctx, func() capie2e.ScaleSpecInput {
+		return capie2e.ScaleSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor:                            ptr.To("topology"),
+			ClusterClassName:                  "monolith",
+			ClusterCount:                      ptr.To[int64](3),
+			Concurrency:                       ptr.To[int64](3),
+			ControlPlaneMachineCount:          ptr.To[int64](1),
+			MachineDeploymentCount:            ptr.To[int64](1),
+			WorkerPerMachineDeploymentCount:   ptr.To[int64](3),
+			AdditionalClusterClassCount:       ptr.To[int64](0),
+			DeployClusterInSeparateNamespaces: ptr.To(false),
+			UseCrossNamespaceClusterClass:     ptr.To(false),
+			FailFast:                          true,
+		}
+	})
+})
