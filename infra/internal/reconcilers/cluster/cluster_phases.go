@@ -9,6 +9,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
@@ -20,7 +21,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	mc, res := s.Object, &s.Results
 	b, err := r.Backends.ForCluster(mc.Spec.Backend)
 	if err != nil {
-		res.loadBalancer = notDone(v1alpha1.FailedReason, err.Error())
+		res.loadBalancer = scaffold.NotDone(v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, fmt.Errorf("failed to pick the backend: %w", err)
 	}
 	status, err := b.ReconcileCluster(ctx, backend.ClusterSpec{
@@ -29,12 +30,12 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		Endpoint: mc.Spec.ControlPlaneEndpoint,
 	})
 	if errors.Is(err, backend.ErrEndpointInUse) {
-		res.loadBalancer = notDone(v1alpha1.WaitingForEndpointReason, err.Error())
+		res.loadBalancer = scaffold.NotDone(v1alpha1.WaitingForEndpointReason, err.Error())
 		ctrl.LoggerFrom(ctx).V(2).Info("Waiting for the recorded endpoint to be let go", "reason", err.Error())
 		return ctrl.Result{RequeueAfter: endpointRecheck}, nil
 	}
 	if err != nil {
-		res.loadBalancer = notDone(v1alpha1.FailedReason, "Failed to provision the load balancer")
+		res.loadBalancer = scaffold.NotDone(v1alpha1.FailedReason, "Failed to provision the load balancer")
 		return ctrl.Result{}, fmt.Errorf("failed to provision the cluster infrastructure: %w", err)
 	}
 	if !mc.Spec.ControlPlaneEndpoint.IsValid() {
@@ -46,14 +47,14 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete leftover nodes")
 	}
 	res.provisioned = true
-	res.loadBalancer = &progress{done: true}
+	res.loadBalancer = &scaffold.Progress{Done: true}
 	return ctrl.Result{}, nil
 }
 
 // ReconcileDelete releases everything the backend made for the cluster.
 func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	mc := s.Object
-	s.Results.loadBalancer = notDone(v1alpha1.DeletingReason, "")
+	s.Results.loadBalancer = scaffold.NotDone(v1alpha1.DeletingReason, "")
 	b, err := r.Backends.ForCluster(mc.Spec.Backend)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to pick the backend: %w", err)

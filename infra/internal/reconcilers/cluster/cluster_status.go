@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -26,16 +25,8 @@ type results struct {
 	provisioned bool
 	// loadBalancer is how the control plane load balancer stands
 	// (LoadBalancerAvailable).
-	loadBalancer *progress
+	loadBalancer *scaffold.Progress
 }
-
-// progress is how one step stands: done, or the reason and message why not.
-type progress struct {
-	done            bool
-	reason, message string
-}
-
-func notDone(reason, message string) *progress { return &progress{reason: reason, message: message} }
 
 // UpdateStatus derives the cluster's status fields and conditions from what
 // the phases found, then summarises the conditions into Ready. It is the
@@ -59,18 +50,8 @@ func setProvisioned(mc *v1alpha1.MonolithCluster, provisioned bool) {
 	mc.Status.Initialization.Provisioned = ptr.To(true)
 }
 
-func setLoadBalancerAvailableCondition(mc *v1alpha1.MonolithCluster, p *progress) {
-	if p == nil {
-		return
-	}
-	c := metav1.Condition{
-		Type: v1alpha1.LoadBalancerAvailableCondition, Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message,
-		ObservedGeneration: mc.Generation,
-	}
-	if p.done {
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ProvisionedReason, ""
-	}
-	conditions.Set(mc, c)
+func setLoadBalancerAvailableCondition(mc *v1alpha1.MonolithCluster, p *scaffold.Progress) {
+	scaffold.SetProgressCondition(mc, v1alpha1.LoadBalancerAvailableCondition, v1alpha1.ProvisionedReason, p)
 }
 
 // setReady summarises the backend's conditions into Ready.

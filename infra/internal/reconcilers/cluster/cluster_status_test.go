@@ -10,6 +10,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
 
@@ -37,17 +38,17 @@ func TestSetProvisioned(t *testing.T) {
 func TestSetLoadBalancerAvailableCondition(t *testing.T) {
 	tests := []struct {
 		name string
-		in   *progress
+		in   *scaffold.Progress
 		want *metav1.Condition
 	}{
 		{name: "nothing found leaves the condition unset"},
-		{name: "a provisioned load balancer is available", in: &progress{done: true},
+		{name: "a provisioned load balancer is available", in: &scaffold.Progress{Done: true},
 			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ProvisionedReason}},
-		{name: "an endpoint held by another process is waited for", in: notDone(v1alpha1.WaitingForEndpointReason, "in use"),
+		{name: "an endpoint held by another process is waited for", in: scaffold.NotDone(v1alpha1.WaitingForEndpointReason, "in use"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForEndpointReason, Message: "in use"}},
-		{name: "a failed backend is Failed with the error", in: notDone(v1alpha1.FailedReason, "Failed to provision the load balancer"),
+		{name: "a failed backend is Failed with the error", in: scaffold.NotDone(v1alpha1.FailedReason, "Failed to provision the load balancer"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.FailedReason, Message: "Failed to provision the load balancer"}},
-		{name: "a cluster being deleted says so", in: notDone(v1alpha1.DeletingReason, ""),
+		{name: "a cluster being deleted says so", in: scaffold.NotDone(v1alpha1.DeletingReason, ""),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.DeletingReason}},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
@@ -35,7 +36,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	r.removeLegacyFinalizers(mm)
 	owner := r.owners.of(mm)
 	if owner == nil {
-		res.provisioning = notDone(ownerNotHandledReason,
+		res.provisioning = scaffold.NotDone(ownerNotHandledReason,
 			"No enabled module handles the owner of this machine (a MachinePool instance needs the machinepool module)")
 		return ctrl.Result{}, nil
 	}
@@ -46,16 +47,16 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if !facts.Found {
 		ctrl.LoggerFrom(ctx).Info("Waiting for the owning " + owner.Kind())
 		if facts.WaitingReason != "" {
-			res.provisioning = notDone(facts.WaitingReason, "")
+			res.provisioning = scaffold.NotDone(facts.WaitingReason, "")
 		}
 		return ctrl.Result{}, nil
 	}
 	if !ptr.Deref(s.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		res.provisioning = notDone(v1alpha1.WaitingForClusterInfrastructureReason, "")
+		res.provisioning = scaffold.NotDone(v1alpha1.WaitingForClusterInfrastructureReason, "")
 		return ctrl.Result{}, nil
 	}
 	if facts.BootstrapDataSecret == nil {
-		res.provisioning = notDone(v1alpha1.WaitingForBootstrapDataReason, "")
+		res.provisioning = scaffold.NotDone(v1alpha1.WaitingForBootstrapDataReason, "")
 		return ctrl.Result{}, nil
 	}
 	mc, err := clusters.MonolithClusterOf(ctx, r.Client, s.Cluster)
@@ -64,7 +65,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	b, err := r.Backends.ForMachine(mm.Spec.Backend)
 	if err != nil {
-		res.provisioning = notDone(v1alpha1.FailedReason, err.Error())
+		res.provisioning = scaffold.NotDone(v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, err
 	}
 	claims, err := r.reconcileClaims(ctx, mm, s.Cluster)
@@ -90,18 +91,18 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	node, err := b.EnsureNode(ctx, spec)
 	if err != nil {
-		res.provisioning = notDone(v1alpha1.FailedReason, err.Error())
+		res.provisioning = scaffold.NotDone(v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, fmt.Errorf("failed to provision the node: %w", err)
 	}
 	if !node.Provisioned {
-		res.provisioning = notDone(v1alpha1.RunningReason, "Waiting for the node to be created")
+		res.provisioning = scaffold.NotDone(v1alpha1.RunningReason, "Waiting for the node to be created")
 		return ctrl.Result{RequeueAfter: provisioningRecheck}, nil
 	}
 	// Reported as soon as the node exists, as for a real VM: bootstrap
 	// follows, and Cluster API waits for the Node for the rest.
 	mm.Spec.ProviderID = node.ProviderID
 	res.node = &node
-	res.provisioning = &progress{done: true}
+	res.provisioning = &scaffold.Progress{Done: true}
 	bootstrapped, result, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
 		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *facts.BootstrapDataSecret,
 	})
@@ -132,7 +133,7 @@ func (r *Reconciler) removeLegacyFinalizers(mm *v1alpha1.MonolithMachine) {
 // machine's addresses.
 func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	mm := s.Object
-	s.Results.provisioning = notDone(v1alpha1.DeletingReason, "")
+	s.Results.provisioning = scaffold.NotDone(v1alpha1.DeletingReason, "")
 	r.Tasks.Forget(string(mm.UID))
 	b, err := r.Backends.ForMachine(mm.Spec.Backend)
 	if err != nil {

@@ -3,7 +3,6 @@ package machine
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -25,7 +24,7 @@ type scope = scaffold.ScopeWith[*v1alpha1.MonolithMachine, results]
 type results struct {
 	// provisioning is how the backend's node stands
 	// (BackendMachineProvisioned).
-	provisioning *progress
+	provisioning *scaffold.Progress
 	// node is the provisioned node.
 	node *backend.Node
 	// addresses is how the claims of IP addresses stand
@@ -35,16 +34,8 @@ type results struct {
 	bootstrap *bootstrap.Progress
 	// workloadNode is how the Node in the workload cluster stands
 	// (WorkloadNodeProviderIDSet).
-	workloadNode *progress
+	workloadNode *scaffold.Progress
 }
-
-// progress is how one step stands: done, or the reason and message why not.
-type progress struct {
-	done            bool
-	reason, message string
-}
-
-func notDone(reason, message string) *progress { return &progress{reason: reason, message: message} }
 
 // UpdateStatus derives the machine's status fields and conditions from
 // what the phases found, then summarises the conditions into Ready. It is
@@ -72,42 +63,28 @@ func setNodeStatus(mm *v1alpha1.MonolithMachine, node *backend.Node) {
 	mm.Status.Initialization.Provisioned = ptr.To(true)
 }
 
-func setBackendMachineProvisionedCondition(mm *v1alpha1.MonolithMachine, p *progress) {
-	if p == nil {
-		return
-	}
-	setProgress(mm, v1alpha1.BackendMachineProvisionedCondition, p.done, v1alpha1.ProvisionedReason, p.reason, p.message)
+func setBackendMachineProvisionedCondition(mm *v1alpha1.MonolithMachine, p *scaffold.Progress) {
+	scaffold.SetProgressCondition(mm, v1alpha1.BackendMachineProvisionedCondition, v1alpha1.ProvisionedReason, p)
 }
 
 func setIPAddressesClaimedCondition(mm *v1alpha1.MonolithMachine, p *addressclaims.Progress) {
 	if p == nil {
 		return
 	}
-	setProgress(mm, v1alpha1.IPAddressesClaimedCondition, p.Claimed, v1alpha1.ClaimedReason, p.Reason, p.Message)
+	scaffold.SetProgressCondition(mm, v1alpha1.IPAddressesClaimedCondition, v1alpha1.ClaimedReason,
+		&scaffold.Progress{Done: p.Claimed, Reason: p.Reason, Message: p.Message})
 }
 
 func setBootstrapExecSucceededCondition(mm *v1alpha1.MonolithMachine, p *bootstrap.Progress) {
 	if p == nil {
 		return
 	}
-	setProgress(mm, v1alpha1.BootstrapExecSucceededCondition, p.Succeeded, v1alpha1.SucceededReason, p.Reason, p.Message)
+	scaffold.SetProgressCondition(mm, v1alpha1.BootstrapExecSucceededCondition, v1alpha1.SucceededReason,
+		&scaffold.Progress{Done: p.Succeeded, Reason: p.Reason, Message: p.Message})
 }
 
-func setWorkloadNodeProviderIDSetCondition(mm *v1alpha1.MonolithMachine, p *progress) {
-	if p == nil {
-		return
-	}
-	setProgress(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, p.done, v1alpha1.SetReason, p.reason, p.message)
-}
-
-// setProgress sets condition t True with doneReason when done, else False
-// with reason and message.
-func setProgress(mm *v1alpha1.MonolithMachine, t string, done bool, doneReason, reason, message string) {
-	c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: mm.Generation}
-	if done {
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, doneReason, ""
-	}
-	conditions.Set(mm, c)
+func setWorkloadNodeProviderIDSetCondition(mm *v1alpha1.MonolithMachine, p *scaffold.Progress) {
+	scaffold.SetProgressCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, v1alpha1.SetReason, p)
 }
 
 // setReady sets Ready from the provisioning, bootstrap and address

@@ -11,6 +11,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -124,15 +125,15 @@ func runConditionCases[P any](t *testing.T, conditionType string, set func(*v1al
 }
 
 func TestSetBackendMachineProvisionedCondition(t *testing.T) {
-	runConditionCases(t, v1alpha1.BackendMachineProvisionedCondition, setBackendMachineProvisionedCondition, []conditionCase[progress]{
+	runConditionCases(t, v1alpha1.BackendMachineProvisionedCondition, setBackendMachineProvisionedCondition, []conditionCase[scaffold.Progress]{
 		{name: "nothing found leaves the condition unset"},
-		{name: "a provisioned node is Provisioned", in: &progress{done: true},
+		{name: "a provisioned node is Provisioned", in: &scaffold.Progress{Done: true},
 			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ProvisionedReason}},
-		{name: "waiting for the cluster's infrastructure says so", in: notDone(v1alpha1.WaitingForClusterInfrastructureReason, ""),
+		{name: "waiting for the cluster's infrastructure says so", in: scaffold.NotDone(v1alpha1.WaitingForClusterInfrastructureReason, ""),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForClusterInfrastructureReason}},
-		{name: "a node being created is Running with a message", in: notDone(v1alpha1.RunningReason, "Waiting for the node to be created"),
+		{name: "a node being created is Running with a message", in: scaffold.NotDone(v1alpha1.RunningReason, "Waiting for the node to be created"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.RunningReason, Message: "Waiting for the node to be created"}},
-		{name: "a failed backend call is Failed with the error", in: notDone(v1alpha1.FailedReason, "boom"),
+		{name: "a failed backend call is Failed with the error", in: scaffold.NotDone(v1alpha1.FailedReason, "boom"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.FailedReason, Message: "boom"}},
 	})
 }
@@ -160,13 +161,13 @@ func TestSetBootstrapExecSucceededCondition(t *testing.T) {
 }
 
 func TestSetWorkloadNodeProviderIDSetCondition(t *testing.T) {
-	runConditionCases(t, v1alpha1.WorkloadNodeProviderIDSetCondition, setWorkloadNodeProviderIDSetCondition, []conditionCase[progress]{
+	runConditionCases(t, v1alpha1.WorkloadNodeProviderIDSetCondition, setWorkloadNodeProviderIDSetCondition, []conditionCase[scaffold.Progress]{
 		{name: "a node not looked at leaves the condition unset"},
-		{name: "a Node with the provider ID is Set", in: &progress{done: true},
+		{name: "a Node with the provider ID is Set", in: &scaffold.Progress{Done: true},
 			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.SetReason}},
-		{name: "a Node not registered yet is waited for", in: notDone(v1alpha1.WaitingForNodeReason, "Node m is not registered in the workload cluster yet"),
+		{name: "a Node not registered yet is waited for", in: scaffold.NotDone(v1alpha1.WaitingForNodeReason, "Node m is not registered in the workload cluster yet"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForNodeReason, Message: "Node m is not registered in the workload cluster yet"}},
-		{name: "a Node with another provider ID is a mismatch", in: notDone(v1alpha1.ProviderIDMismatchReason, "Node m has provider ID a, not b"),
+		{name: "a Node with another provider ID is a mismatch", in: scaffold.NotDone(v1alpha1.ProviderIDMismatchReason, "Node m has provider ID a, not b"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ProviderIDMismatchReason, Message: "Node m has provider ID a, not b"}},
 	})
 }

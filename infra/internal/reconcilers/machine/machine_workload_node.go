@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/remote"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
@@ -55,26 +56,26 @@ func (r *Reconciler) reconcileWorkloadNode(ctx context.Context, s *scope, node b
 
 // setWorkloadNodeProviderID sets the provider ID of the Node nodeName in
 // the workload cluster, and says how far it got.
-func (r *Reconciler) setWorkloadNodeProviderID(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, nodeName string) (*progress, ctrl.Result) {
+func (r *Reconciler) setWorkloadNodeProviderID(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, nodeName string) (*scaffold.Progress, ctrl.Result) {
 	cfg, err := remote.RESTConfig(ctx, "monolithmachine", r.Client, client.ObjectKeyFromObject(cluster))
 	if err != nil {
-		return notDone(v1alpha1.WaitingForWorkloadClusterReason,
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
 			fmt.Sprintf("Cannot read the workload cluster's kubeconfig: %v", err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 	cfg.Timeout = workloadTimeout
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return notDone(v1alpha1.WaitingForWorkloadClusterReason,
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
 			fmt.Sprintf("Cannot build a client for the workload cluster: %v", err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 
 	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return notDone(v1alpha1.WaitingForNodeReason,
+		return scaffold.NotDone(v1alpha1.WaitingForNodeReason,
 			fmt.Sprintf("Node %s is not registered in the workload cluster yet", nodeName)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	case err != nil:
-		return notDone(v1alpha1.WaitingForWorkloadClusterReason,
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
 			fmt.Sprintf("Cannot read Node %s from the workload cluster: %v", nodeName, err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 
@@ -82,30 +83,30 @@ func (r *Reconciler) setWorkloadNodeProviderID(ctx context.Context, mm *v1alpha1
 	case mm.Spec.ProviderID:
 	case "":
 		if err := setNodeProviderID(ctx, cs, node, mm.Spec.ProviderID); err != nil {
-			return notDone(v1alpha1.WaitingForWorkloadClusterReason,
+			return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
 				fmt.Sprintf("Cannot set the provider ID of Node %s: %v", nodeName, err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 		}
 		ctrl.LoggerFrom(ctx).Info("Set the provider ID of the workload cluster's Node", "node", nodeName, "providerID", mm.Spec.ProviderID)
 	default:
 		// A Node's provider ID cannot change once set: a mismatch needs a
 		// person (most likely two machines share a node name).
-		return notDone(v1alpha1.ProviderIDMismatchReason,
+		return scaffold.NotDone(v1alpha1.ProviderIDMismatchReason,
 			fmt.Sprintf("Node %s has provider ID %s, not %s", nodeName, node.Spec.ProviderID, mm.Spec.ProviderID)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
-	return &progress{done: true}, ctrl.Result{}
+	return &scaffold.Progress{Done: true}, ctrl.Result{}
 }
 
 // registerNode has a backend that serves the workload API itself register
 // the node there, as kubeadm and the kubelet would have; on every
 // reconcile, so that a restarted process registers it again.
 func registerNode(ctx context.Context, registrar backend.NodeRegistrar, spec backend.NodeSpec, node backend.Node,
-	data func(context.Context) (backend.BootstrapData, error)) (*progress, error) {
+	data func(context.Context) (backend.BootstrapData, error)) (*scaffold.Progress, error) {
 	registered, err := registrar.RegisterNode(ctx, spec, node, data)
 	if err != nil {
-		return notDone(v1alpha1.WaitingForWorkloadClusterReason, err.Error()), err
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason, err.Error()), err
 	}
 	if registered {
-		return &progress{done: true}, nil
+		return &scaffold.Progress{Done: true}, nil
 	}
 	return nil, nil
 }
