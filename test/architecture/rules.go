@@ -37,6 +37,8 @@ var HouseRules = Rules{
 			Why: "dev runs the modules it is given, from the binary's registry"},
 		{From: "dev", To: "manifests",
 			Why: "dev installs our CRDs and webhook configurations"},
+		{From: "dev", To: "kustomize/bundle",
+			Why: "dev records our providers in clusterctl's inventory as the bundles name them"},
 		{From: "kustomize", To: "manifests",
 			Why: "the bundles are built from the generated manifests"},
 	},
