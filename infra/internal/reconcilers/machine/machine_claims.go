@@ -9,10 +9,6 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
 )
 
-// ClaimName is the name of the IPAddressClaim a machine makes of its
-// index-th pool.
-func ClaimName(machine string, index int) string { return addressclaims.ClaimName(machine, index) }
-
 // reconcileClaims makes one IPAddressClaim per pool the machine names and
 // returns the addresses once every claim is fulfilled. The claim code is
 // shared with the machinepool module's instances (infra/addressclaims).
