@@ -4,7 +4,7 @@
 //   - watch: which events reach a reconciler (the watch-filter label, pause
 //     transitions of the owning Cluster) and how a Cluster maps to the
 //     objects that belong to it;
-//   - reconcile: the reconcile scaffold (get, owner Cluster, pause and the
+//   - scaffold: the reconcile scaffold (get, owner Cluster, pause and the
 //     Paused condition, finalizer, patch helper with a deferred patch, then
 //     the module's normal or delete phases);
 //   - crd: conformance checks of our CRDs against what Cluster API reads.

@@ -64,35 +64,113 @@ func Command(reg *modules.Registry) func(ctx context.Context, args []string) err
 func command(ctx context.Context, reg *modules.Registry, args []string, stdout, stderr io.Writer, signals <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	force := make(chan struct{})
-	if signals != nil {
-		go func() {
-			received := 0
-			for {
-				select {
-				case <-signals:
-				case <-ctx.Done():
-					if received == 0 {
-						return
-					}
-					// Stopping: keep counting signals until the process ends.
-					<-signals
-				}
-				received++
-				switch received {
-				case 1:
-					cancel()
-				case 2:
-					close(force)
-				default:
-					fmt.Fprintf(stderr, "Exiting at once: the next capi-monolith dev removes what is left.\n")
-					os.Exit(130)
-				}
-			}
-		}()
+	force := watchSignals(ctx, cancel, signals, stderr)
+
+	fl, err := parseFlags(reg, args, stderr)
+	if err != nil || fl == nil {
+		return err
+	}
+	if fl.opts.Cleanup {
+		return cleanup(ctx, fl.opts.Kubeconfig, stderr)
+	}
+	run, err := fl.resolve()
+	if err != nil {
+		return err
 	}
 
-	var opts CommandOptions
+	var out io.Writer = stderr
+	if fl.opts.Quiet {
+		out = nil
+	}
+	display := progress.New(out)
+	display.Printf("Starting a Cluster API management cluster (capi-monolith dev)\n")
+
+	state, ephemeral := fl.opts.DataDir, false
+	if state == "" {
+		if state, err = os.MkdirTemp("", TempStatePrefix); err != nil {
+			return fmt.Errorf("failed to create a temporary state folder: %w", err)
+		}
+		ephemeral = true
+		// Start removes it on Stop, and on failure once it began; this
+		// covers the failures before that.
+		defer os.RemoveAll(state)
+	}
+	logs, closeLogs, err := setUpLogging(state, fl.opts.Verbosity)
+	if err != nil {
+		return err
+	}
+	defer closeLogs()
+	display.Printf("  logs: %s\n", filepath.Dir(logs))
+
+	env, err := Start(ctx, Options{
+		Kubeconfig:    fl.opts.Kubeconfig,
+		DataDir:       state,
+		Ephemeral:     ephemeral,
+		KubeconfigOut: run.kubeconfigOut,
+		Modules:       run.modules,
+		Manager:       &fl.mgrOpts,
+		Progress:      display,
+		FeatureGates:  run.featureGates,
+	})
+	if err != nil {
+		return err
+	}
+	display.Printf("Ready in %s: Cluster API %s with modules %s.\n\n", display.Elapsed().Round(100*time.Millisecond), clusterAPIVersion(), strings.Join(env.Modules, ","))
+	display.Printf("%s", nextSteps(env))
+	// The kubeconfig path is what scripts wait for: always on stdout.
+	fmt.Fprintf(stdout, "kubeconfig: %s\n", env.KubeconfigPath)
+	return serve(ctx, env, force, display, ephemeral, run.kubeconfigOut)
+}
+
+// watchSignals counts the signals received: the first cancels ctx (a
+// graceful stop), the second closes the returned channel (a quick stop),
+// the third exits at once.
+func watchSignals(ctx context.Context, cancel context.CancelFunc, signals <-chan os.Signal, stderr io.Writer) <-chan struct{} {
+	force := make(chan struct{})
+	if signals == nil {
+		return force
+	}
+	go func() {
+		received := 0
+		for {
+			select {
+			case <-signals:
+			case <-ctx.Done():
+				if received == 0 {
+					return
+				}
+				// Stopping: keep counting signals until the process ends.
+				<-signals
+			}
+			received++
+			switch received {
+			case 1:
+				cancel()
+			case 2:
+				close(force)
+			default:
+				fmt.Fprintf(stderr, "Exiting at once: the next capi-monolith dev removes what is left.\n")
+				os.Exit(130)
+			}
+		}
+	}()
+	return force
+}
+
+// commandFlags are dev's command line, parsed.
+type commandFlags struct {
+	opts      CommandOptions
+	capiGates map[string]bool
+	// mgrOpts are the manager's options, with dev's listener defaults.
+	mgrOpts manager.Options
+	bound   *modules.Bound
+}
+
+// parseFlags parses dev's flags, the manager's and the modules'; it returns
+// nil and no error for --help.
+func parseFlags(reg *modules.Registry, args []string, stderr io.Writer) (*commandFlags, error) {
+	fl := &commandFlags{capiGates: map[string]bool{}}
+	opts := &fl.opts
 	fs := pflag.NewFlagSet("capi-monolith dev", pflag.ContinueOnError)
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	fs.SetOutput(stderr)
@@ -105,102 +183,73 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 	fs.BoolVar(&opts.Quiet, "quiet", false, "Print no progress, only errors.")
 	fs.BoolVar(&opts.Cleanup, "cleanup", false,
 		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
-	capiGates := map[string]bool{}
-	fs.Var(cliflag.NewMapStringBool(&capiGates), "capi-feature-gates",
+	fs.Var(cliflag.NewMapStringBool(&fl.capiGates), "capi-feature-gates",
 		"Feature gates of Cluster API's managers, set over dev's defaults ("+capimanager.DefaultFeatureGates+"), e.g. InPlaceUpdates=false.")
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
 	// The manager's and the modules' flags, into typed options for Start.
 	// Dev's listener defaults apply unless a flag says otherwise.
-	mgrOpts := DefaultManagerOptions(nil)
-	manager.BindFlags(fs, &mgrOpts, reg.Names())
-	mgrOpts.HealthAddr, mgrOpts.Diagnostics.DiagnosticsAddress, mgrOpts.Diagnostics.InsecureDiagnostics = "0", "0", true
-	mgrOpts.WebhookHost = loopback
+	fl.mgrOpts = DefaultManagerOptions(nil)
+	manager.BindFlags(fs, &fl.mgrOpts, reg.Names())
+	fl.mgrOpts.HealthAddr, fl.mgrOpts.Diagnostics.DiagnosticsAddress, fl.mgrOpts.Diagnostics.InsecureDiagnostics = "0", "0", true
+	fl.mgrOpts.WebhookHost = loopback
 	fs.Lookup("health-addr").DefValue = "0"
 	fs.Lookup("diagnostics-address").DefValue = "0"
 	fs.Lookup("insecure-diagnostics").DefValue = "true"
 	fs.Lookup("webhook-host").DefValue = loopback
-	bound := reg.BindFlags(fs)
+	fl.bound = reg.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, kube-controller-manager (garbage collector, namespace controller), Cluster API's core, kubeadm bootstrap and kubeadm control plane managers, and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if opts.Cleanup {
-		return cleanup(ctx, opts.Kubeconfig, stderr)
-	}
-	if opts.KubeconfigOut == "" {
-		return errors.New("--kubeconfig-out must not be empty")
-	}
-	featureGates, err := capimanager.FeatureGates(capiGates)
-	if err != nil {
-		return fmt.Errorf("invalid --capi-feature-gates: %w", err)
-	}
-	if err := mgrOpts.Validate(); err != nil {
-		return err
-	}
-	mods, err := bound.Modules(mgrOpts.EnableModules)
-	if err != nil {
-		return err
-	}
-	kubeconfigOut, err := filepath.Abs(opts.KubeconfigOut)
-	if err != nil {
-		return fmt.Errorf("failed to resolve --kubeconfig-out: %w", err)
-	}
+	return fl, nil
+}
 
-	var out io.Writer = stderr
-	if opts.Quiet {
-		out = nil
-	}
-	display := progress.New(out)
-	display.Printf("Starting a Cluster API management cluster (capi-monolith dev)\n")
+// runOptions are what Start is given beyond the parsed flags.
+type runOptions struct {
+	featureGates  string
+	modules       []modules.Module
+	kubeconfigOut string
+}
 
-	state, ephemeral := opts.DataDir, false
-	if state == "" {
-		if state, err = os.MkdirTemp("", TempStatePrefix); err != nil {
-			return fmt.Errorf("failed to create a temporary state folder: %w", err)
-		}
-		ephemeral = true
-		// Start removes it on Stop, and on failure once it began; this
-		// covers the failures before that.
-		defer os.RemoveAll(state)
+// resolve checks the parsed flags and builds the enabled modules.
+func (fl *commandFlags) resolve() (runOptions, error) {
+	if fl.opts.KubeconfigOut == "" {
+		return runOptions{}, errors.New("--kubeconfig-out must not be empty")
 	}
-	logs, closeLogs, err := setUpLogging(state, opts.Verbosity)
-	if err != nil {
-		return err
+	var run runOptions
+	var err error
+	if run.featureGates, err = capimanager.FeatureGates(fl.capiGates); err != nil {
+		return runOptions{}, fmt.Errorf("invalid --capi-feature-gates: %w", err)
 	}
-	defer closeLogs()
-	display.Printf("  logs: %s\n", filepath.Dir(logs))
+	if err := fl.mgrOpts.Validate(); err != nil {
+		return runOptions{}, err
+	}
+	if run.modules, err = fl.bound.Modules(fl.mgrOpts.EnableModules); err != nil {
+		return runOptions{}, err
+	}
+	if run.kubeconfigOut, err = filepath.Abs(fl.opts.KubeconfigOut); err != nil {
+		return runOptions{}, fmt.Errorf("failed to resolve --kubeconfig-out: %w", err)
+	}
+	return run, nil
+}
 
-	stopped := make(chan struct{})
-	env, err := Start(ctx, Options{
-		Kubeconfig:    opts.Kubeconfig,
-		DataDir:       state,
-		Ephemeral:     ephemeral,
-		KubeconfigOut: kubeconfigOut,
-		Modules:       mods,
-		Manager:       &mgrOpts,
-		Progress:      display,
-		FeatureGates:  featureGates,
-	})
-	if err != nil {
-		return err
-	}
-	display.Printf("Ready in %s: Cluster API %s with modules %s.\n\n", display.Elapsed().Round(100*time.Millisecond), clusterAPIVersion(), strings.Join(env.Modules, ","))
-	display.Printf("%s", nextSteps(env))
-	// The kubeconfig path is what scripts wait for: always on stdout.
-	fmt.Fprintf(stdout, "kubeconfig: %s\n", env.KubeconfigPath)
-
+// serve runs the environment until ctx ends (a first signal) or a part of
+// it fails for good, then stops it; force (a second signal) makes the stop
+// quick.
+func serve(ctx context.Context, env *Environment, force <-chan struct{}, display *progress.Display, ephemeral bool, kubeconfigOut string) error {
 	announceCtx, stopAnnouncing := context.WithCancel(ctx)
 	defer stopAnnouncing()
 	go access.Announce(announceCtx, access.Options{Client: env.Client, Printf: display.Printf})
 
+	stopped := make(chan struct{})
 	go func() {
 		select {
 		case <-force:

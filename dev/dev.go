@@ -11,8 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -38,11 +36,8 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
 	"github.com/capi-monolith/capi-monolith/dev/crds"
 	"github.com/capi-monolith/capi-monolith/dev/inventory"
-	"github.com/capi-monolith/capi-monolith/dev/kubeconfig"
-	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
-	"github.com/capi-monolith/capi-monolith/dev/toolcache"
 	"github.com/capi-monolith/capi-monolith/dev/webhooks"
 	"github.com/capi-monolith/capi-monolith/manager"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -102,9 +97,10 @@ type Options struct {
 	Binaries map[string]string
 
 	// Modules are the modules to run, built with their typed options (for
-	// example infra.New(infra.DefaultOptions())); required. The runtimeext
-	// module's own ExtensionConfig registration is turned off: dev
-	// registers the extension itself (see DefaultExtensionConfigName).
+	// example infra.New(infra.DefaultOptions())), in set-up order;
+	// required. The runtimeext module's own ExtensionConfig registration is
+	// turned off: dev registers the extension itself (see
+	// DefaultExtensionConfigName).
 	Modules []modules.Module
 
 	// Manager are the manager's options. Default: DefaultManagerOptions.
@@ -213,287 +209,6 @@ func DefaultManagerOptions(mods []modules.Module) manager.Options {
 	// name on the network.
 	opts.WebhookHost = loopback
 	return opts
-}
-
-// Start brings a dev environment up and returns once everything is ready:
-// CRDs served, Cluster API's managers ready, the modules' webhook server
-// serving and its cache synced. ctx bounds Start only; the environment runs
-// until Stop. On failure Start stops whatever it started.
-func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
-	if opts.ExtensionConfigName == "" {
-		opts.ExtensionConfigName = DefaultExtensionConfigName
-	}
-	if opts.CacheDir == "" {
-		dir, err := toolcache.Dir()
-		if err != nil {
-			return nil, err
-		}
-		opts.CacheDir = dir
-	}
-	display := opts.Progress
-
-	// Bad input fails before anything runs.
-	mgrOpts := DefaultManagerOptions(opts.Modules)
-	if opts.Manager != nil {
-		mgrOpts = *opts.Manager
-	}
-	if err := mgrOpts.Validate(); err != nil {
-		return nil, err
-	}
-	enabled, err := modules.Order(withoutRegistration(opts.Modules))
-	if err != nil {
-		return nil, err
-	}
-	capi, err := capimodule.Locate()
-	if err != nil {
-		return nil, err
-	}
-	managers := capimanager.All()
-	binaries := make([]string, len(managers))
-	for i, m := range managers {
-		if binaries[i], err = m.Find(opts.Binaries[m.Name], opts.CacheDir, capi.Version); err != nil {
-			return nil, err
-		}
-	}
-	var controllerManagerBinary string
-	if opts.Kubeconfig == "" {
-		assets, err := controlplane.AssetsDirectory("", opts.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		if controllerManagerBinary, err = findControllerManager(assets, display); err != nil {
-			return nil, err
-		}
-	}
-
-	// A dev killed earlier (kill -9, a crash) left its temporary state
-	// folder, with a CA key in it, and maybe processes: remove them now.
-	removed, err := state.CleanStale(os.TempDir(), TempStatePrefix)
-	for _, dir := range removed {
-		display.Printf("  removed the state of a killed capi-monolith dev: %s\n", dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-
-	e := &Environment{
-		opts: opts, failed: make(chan error, 1), force: make(chan struct{}),
-		Managers: make([]*capimanager.Process, len(managers)),
-	}
-	// Only printed in the next steps: dev runs without it.
-	e.Clusterctl, _ = toolcache.Clusterctl.Find("", opts.CacheDir, capi.Version)
-	for _, m := range enabled {
-		e.Modules = append(e.Modules, m.Name())
-	}
-	defer func() {
-		if retErr != nil {
-			retErr = errors.Join(retErr, e.Stop())
-		}
-	}()
-	if e.StateDir, e.tempState, err = stateDir(opts.DataDir); err != nil {
-		return nil, err
-	}
-	// Own the folder before anything runs from it: a live dev on the same
-	// --data-dir is refused, a killed one's processes are stopped.
-	if e.lock, err = state.Claim(e.StateDir); err != nil {
-		// Not ours: Stop must not remove it.
-		e.tempState, e.StateDir = false, ""
-		return nil, err
-	}
-	if e.owner, err = state.Self(); err != nil {
-		return nil, err
-	}
-	keptData := opts.DataDir
-	if opts.Ephemeral {
-		e.tempState, keptData = true, ""
-	}
-	logDir := filepath.Join(e.StateDir, "logs")
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create the log folder: %w", err)
-	}
-
-	// 1. The Kubernetes API.
-	done := display.Step(controlPlaneStepName(opts.Kubeconfig))
-	cpLog, err := os.OpenFile(filepath.Join(logDir, "control-plane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		done(err)
-		return nil, fmt.Errorf("failed to open the control plane log: %w", err)
-	}
-	defer cpLog.Close()
-	e.controlPlane, err = controlplane.Start(ctx, controlplane.Options{
-		Kubeconfig: opts.Kubeconfig,
-		CacheDir:   opts.CacheDir,
-		WorkDir:    e.StateDir,
-		DataDir:    dataDirOrEmpty(keptData, e.StateDir),
-		Output:     cpLog,
-		OnProcess:  e.record,
-	})
-	done(err)
-	if err != nil {
-		return nil, err
-	}
-	e.Config = e.controlPlane.Config
-	if e.Scheme, err = newScheme(enabled); err != nil {
-		return nil, err
-	}
-	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
-		return nil, fmt.Errorf("failed to create a client: %w", err)
-	}
-	if e.controlPlane.External {
-		// A dev killed earlier left webhooks pointing at nothing (with
-		// failurePolicy Fail) and CRD conversions at a dead port: the
-		// cluster cannot read or write Cluster API objects until undone.
-		left, err := repair(ctx, e.Client)
-		if !left.Empty() {
-			display.Printf("  repaired what a killed capi-monolith dev left in the cluster: %s\n", left)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	// 2. CRDs.
-	done = display.Step("CRDs (Cluster API " + capi.Version + " core and kubeadm, and capi-monolith's)")
-	err = installCRDs(ctx, e.Config, capi)
-	if err == nil {
-		err = inventory.Write(ctx, e.Config, e.Client, inventoryOf(components(managers), capi.Version, enabled, DefaultProviderVersion))
-	}
-	done(err)
-	if err != nil {
-		return nil, err
-	}
-
-	// 3. Certificates, and the kubeconfig children read.
-	webhookHost := callHost(mgrOpts.WebhookHost)
-	certOpts := certs.Options{}
-	if webhookHost != loopback {
-		certOpts.Hosts = []string{webhookHost}
-	}
-	if e.Certs, err = certs.New(certOpts); err != nil {
-		return nil, err
-	}
-	certDir := filepath.Join(e.StateDir, "certs")
-	if err := e.Certs.Write(certDir); err != nil {
-		return nil, err
-	}
-	e.KubeconfigPath = filepath.Join(e.StateDir, "kubeconfig")
-	if err := kubeconfig.WriteFromREST(e.Config, e.KubeconfigPath); err != nil {
-		return nil, err
-	}
-
-	// 4. Cluster API's managers as child processes and our modules
-	// in-process, side by side: none needs another to start.
-	port, err := ports.One()
-	if err != nil {
-		return nil, err
-	}
-	mgrOpts.WebhookPort = port
-	mgrOpts.WebhookCertDir = certDir
-	mgrOpts.WebhookCertName = certs.CertFile
-	mgrOpts.WebhookKeyName = certs.KeyFile
-	mgrOpts.LeaderElect = false
-	e.WebhookAddress = net.JoinHostPort(webhookHost, strconv.Itoa(mgrOpts.WebhookPort))
-
-	// Every log is open before any process starts: a failure here leaves
-	// nothing running.
-	outs, logNames := make([]io.Writer, len(managers)), make([]string, len(managers))
-	for i, m := range managers {
-		if outs[i], logNames[i], err = e.childOutput(logDir, "capi-"+m.Name, m.Title); err != nil {
-			return nil, err
-		}
-	}
-	var kcmOut io.Writer
-	var kcmLog string
-	if controllerManagerBinary != "" {
-		if kcmOut, kcmLog, err = e.childOutput(logDir, controllermanager.BinaryName, controllermanager.BinaryName); err != nil {
-			return nil, err
-		}
-	}
-	errs := make([]error, len(managers)+2)
-	var wg sync.WaitGroup
-	for i, m := range managers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done := display.Step(m.Title + " " + capi.Version + " (child process)")
-			e.Managers[i], errs[i] = capimanager.Start(ctx, capimanager.Options{
-				Manager:                  m,
-				Config:                   e.Config,
-				BinaryPath:               binaries[i],
-				Output:                   outs[i],
-				WorkDir:                  filepath.Join(e.StateDir, "capi-"+m.Name),
-				Certs:                    e.Certs,
-				WebhookConfigurationName: webhookConfigurationPrefix + m.Name,
-				FeatureGates:             opts.FeatureGates,
-				Restarts:                 managerRestarts,
-				Owner:                    e.owner,
-				OnStart:                  func(pid int) { e.record("capi-"+m.Name, pid) },
-				OnExit: func(err error, restarting bool) {
-					if restarting {
-						display.Printf("  ! %s exited (%v): restarting it\n", m.Title, err)
-						return
-					}
-					e.fail(fmt.Errorf("%s exited and was restarted %d times already: %w (its output: %s)", m.Title, managerRestarts, err, logNames[i]))
-				},
-			})
-			done(errs[i])
-		}()
-	}
-	if controllerManagerBinary != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done := display.Step("kube-controller-manager " + controlplane.KubernetesVersion + " (child process: garbage collector, namespace controller)")
-			e.ControllerManager, errs[len(managers)+1] = controllermanager.Start(ctx, controllermanager.Options{
-				BinaryPath: controllerManagerBinary,
-				Config:     e.Config,
-				WorkDir:    filepath.Join(e.StateDir, controllermanager.BinaryName),
-				Certs:      e.Certs,
-				Output:     kcmOut,
-				Restarts:   managerRestarts,
-				OnStart:    func(pid int) { e.record(controllermanager.BinaryName, pid) },
-				OnExit: func(err error, restarting bool) {
-					if restarting {
-						display.Printf("  ! kube-controller-manager exited (%v): restarting it\n", err)
-						return
-					}
-					e.fail(fmt.Errorf("kube-controller-manager exited and was restarted %d times already: %w (its output: %s)", managerRestarts, err, kcmLog))
-				},
-			})
-			done(errs[len(managers)+1])
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		done := display.Step("capi-monolith modules " + fmt.Sprint(e.Modules) + " (in-process)")
-		errs[len(managers)] = e.startManager(ctx, mgrOpts, enabled)
-		done(errs[len(managers)])
-	}()
-	wg.Wait()
-	e.Core = e.Managers[0]
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-
-	// 5. The runtime extension, once both sides serve: core discovers it as
-	// soon as the ExtensionConfig exists.
-	if slices.Contains(e.Modules, runtimeext.Name) {
-		done := display.Step("ExtensionConfig " + opts.ExtensionConfigName)
-		err := e.registerExtension(ctx)
-		done(err)
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	if opts.KubeconfigOut != "" {
-		if err := kubeconfig.WriteFromREST(e.Config, opts.KubeconfigOut); err != nil {
-			return nil, err
-		}
-		e.KubeconfigPath = opts.KubeconfigOut
-	}
-	return e, nil
 }
 
 // callHost is the host the apiserver and core call our webhook server at

@@ -56,7 +56,7 @@ func dockerClient(t *testing.T) *client.Client {
 
 func containersOf(g Gomega, c *client.Client, namespace, cluster string) []string {
 	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-		Add("label", docker.LabelClusterNamespace+"="+namespace, docker.LabelClusterName+"="+cluster)})
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace, infrav1.DockerLabelClusterName+"="+cluster)})
 	g.Expect(err).NotTo(HaveOccurred())
 	var names []string
 	for _, s := range res.Items {

@@ -34,13 +34,19 @@ const Name = "infra"
 
 // Module is the infra module.
 type Module struct {
-	opts Options
+	opts     Options
+	machines *machines.Controller
 }
 
 var _ modules.Module = &Module{}
 
 // New returns the infra module with opts.
-func New(opts Options) *Module { return &Module{opts: opts} }
+func New(opts Options) *Module { return &Module{opts: opts, machines: machines.NewController()} }
+
+// Machines is the module's one MonolithMachine controller, for the modules
+// whose objects own MonolithMachines (machinepool): they register their
+// owner adapter with it after this module is set up on their manager.
+func (m *Module) Machines() *machines.Controller { return m.machines }
 
 // Name implements modules.Module.
 func (*Module) Name() string { return Name }
@@ -54,9 +60,9 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 	return v1alpha1.AddToScheme(scheme)
 }
 
-// SetupWithManager implements modules.Module. It builds the machine
-// services once for the manager (infra/machines) and provides them to the
-// modules that require infra.
+// SetupWithManager implements modules.Module. It builds the backends and
+// the bootstrap task manager once for the manager, and binds the module's
+// MonolithMachine controller (Machines) to the reconciler set up on it.
 func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
 	mgr, opts := shared.Manager, shared.Options
 	dockerOpts := m.opts.docker()
@@ -88,7 +94,7 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 	if err := r.SetupWithManager(ctx, mgr, options); err != nil {
 		return fmt.Errorf("failed to set up the MonolithMachine controller: %w", err)
 	}
-	machines.Provide(shared, &machines.Services{Backends: backends, Tasks: bootstraps, Controller: machines.NewController(r)})
+	m.machines.Bind(mgr, r)
 	return nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
 
@@ -45,11 +44,11 @@ func dockerClient(t *testing.T) *client.Client {
 // cluster's machines, from their labels.
 func nodeContainers(g Gomega, c *client.Client, namespace string) []string {
 	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-		Add("label", machines.DockerLabelClusterNamespace+"="+namespace, machines.DockerLabelClusterName+"=c", machines.DockerLabelRole+"="+machines.DockerRoleWorker)})
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace, infrav1.DockerLabelClusterName+"=c", infrav1.DockerLabelRole+"="+infrav1.DockerRoleWorker)})
 	g.Expect(err).NotTo(HaveOccurred())
 	var names []string
 	for _, s := range res.Items {
-		names = append(names, s.Labels[machines.DockerLabelMachine])
+		names = append(names, s.Labels[infrav1.DockerLabelMachine])
 	}
 	return names
 }
@@ -59,7 +58,7 @@ func nodeContainers(g Gomega, c *client.Client, namespace string) []string {
 func removeCluster(c *client.Client, namespace, network string) {
 	ctx := context.Background()
 	res, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-		Add("label", machines.DockerLabelClusterNamespace+"="+namespace, machines.DockerLabelClusterName+"=c")})
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace, infrav1.DockerLabelClusterName+"=c")})
 	if err == nil {
 		for _, s := range res.Items {
 			_, _ = c.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -108,7 +107,7 @@ func TestDockerPoolScalesWithMachinePoolMachines(t *testing.T) {
 	scaleThrough(t, f, func(g Gomega, instances []infrav1.MonolithMachine) {
 		g.Expect(nodeContainers(g, dc, f.ns)).To(ConsistOf(names(ptrs(instances))), "one container per instance")
 		for _, mm := range instances {
-			g.Expect(mm.Spec.ProviderID).To(HavePrefix(machines.DockerProviderIDPrefix))
+			g.Expect(mm.Spec.ProviderID).To(HavePrefix(infrav1.DockerProviderIDPrefix))
 		}
 	}, 0, 3, 5, 2, 0)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/capi-monolith/capi-monolith/infra/machines"
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
 
 // testNamespaces are the namespaces the suite's fixtures created: the only
@@ -43,7 +43,7 @@ func dockerLeftovers(ctx context.Context) error {
 	defer c.Close()
 	var left []string
 	for _, ns := range names {
-		filters := client.Filters{}.Add("label", machines.DockerLabelClusterNamespace+"="+ns)
+		filters := client.Filters{}.Add("label", infrav1.DockerLabelClusterNamespace+"="+ns)
 		containers, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 		if err != nil {
 			return fmt.Errorf("failed to check Docker for leftover containers: %w", err)

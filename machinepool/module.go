@@ -1,13 +1,14 @@
 // Package machinepool is the machinepool module of capi-monolith: the
 // InfraMachinePool of the infrastructure provider, MonolithMachinePool,
-// with MachinePool Machines. It requires the infra module: its instances are
-// MonolithMachines that infra's one machine controller provisions through
-// the machine services infra builds once per manager (infra/machines), with
-// this module's owner adapter answering for their MachinePool.
+// with MachinePool Machines. It needs the infra module: its instances are
+// MonolithMachines that infra's one MonolithMachine controller provisions
+// (handed to New, see infra/machines), with this module's owner adapter
+// answering for their MachinePool.
 package machinepool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -28,9 +29,10 @@ import (
 // Name is the value of --enable-modules that turns this module on.
 const Name = "machinepool"
 
-// Requires is what the module needs beside it: enabling it without infra is
-// a start-up error naming infra.
-var Requires = []string{"infra"}
+// infraName is the module whose MonolithMachine controller reconciles this
+// module's instances (infra.Name; infra's root package is not imported so
+// that only the seam, infra/machines, ties the two modules).
+const infraName = "infra"
 
 // Options are the machinepool module's settings. It has none of its own
 // today: its instances are configured by the infra module's options.
@@ -44,22 +46,21 @@ func (o *Options) BindFlags(*pflag.FlagSet) {}
 
 // Module is the machinepool module.
 type Module struct {
-	opts Options
+	opts     Options
+	machines *machines.Controller
 }
 
-var (
-	_ modules.Module   = &Module{}
-	_ modules.Requirer = &Module{}
-)
+var _ modules.Module = &Module{}
 
-// New returns the machinepool module with opts.
-func New(opts Options) *Module { return &Module{opts: opts} }
+// New returns the machinepool module with opts. Its instances are
+// reconciled by machineController, the infra module's (infra.Module's
+// Machines), which must be set up on the same manager before this module.
+func New(machineController *machines.Controller, opts Options) *Module {
+	return &Module{opts: opts, machines: machineController}
+}
 
 // Name implements modules.Module.
 func (*Module) Name() string { return Name }
-
-// Requires implements modules.Requirer.
-func (*Module) Requires() []string { return Requires }
 
 // AddToScheme implements modules.Module: the pool kinds, the infra kinds
 // (instances are MonolithMachines of MonolithClusters) and Cluster API's
@@ -78,9 +79,8 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 // infra's machine controller.
 func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) error {
 	mgr, opts := shared.Manager, shared.Options
-	services, err := machines.From(shared)
-	if err != nil {
-		return fmt.Errorf("the machinepool module requires the infra module: %w", err)
+	if m.machines == nil {
+		return fmt.Errorf("module %q requires module %q: New was given no MonolithMachine controller", Name, infraName)
 	}
 	if opts.WebhooksEnabled {
 		if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -93,7 +93,10 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 		return fmt.Errorf("failed to set up the MonolithMachinePool controller: %w", err)
 	}
 	owner := instances.Owner{Client: mgr.GetClient()}
-	if err := services.Controller.RegisterOwner(owner, owner.Source(mgr)); err != nil {
+	if err := m.machines.RegisterOwner(mgr, owner, owner.Source(mgr)); err != nil {
+		if errors.Is(err, machines.ErrNotSetUp) {
+			return fmt.Errorf("module %q requires module %q, set up before it on the same manager: %w", Name, infraName, err)
+		}
 		return fmt.Errorf("failed to register the MachinePool owner with the MonolithMachine controller: %w", err)
 	}
 	return nil

@@ -30,7 +30,8 @@ func start(t *testing.T, more ...modules.Module) {
 // startWith is start with the infra module's options.
 func startWith(t *testing.T, infraOpts infra.Options, more ...modules.Module) {
 	t.Helper()
-	mods := append([]modules.Module{infra.New(infraOpts), managertest.Machinepool()}, more...)
+	infraModule := infra.New(infraOpts)
+	mods := append([]modules.Module{infraModule, managertest.Machinepool(infraModule)}, more...)
 	managertest.Start(t, env.Config, managertest.Options(), mods...)
 }
 
@@ -231,7 +232,8 @@ func TestAPoolWhoseBackendIsNotItsClustersFailsTerminally(t *testing.T) {
 func TestWatchFilterIgnoresPoolsWithoutTheLabel(t *testing.T) {
 	opts := managertest.Options()
 	opts.WatchFilterValue = "mine"
-	managertest.Start(t, env.Config, opts, managertest.Infra(), managertest.Machinepool())
+	infraModule := managertest.Infra()
+	managertest.Start(t, env.Config, opts, infraModule, managertest.Machinepool(infraModule))
 	fo := inMemory()
 	fo.labels = map[string]string{clusterv1.WatchLabel: "mine"}
 	f := newFixture(t, fo)

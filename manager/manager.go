@@ -49,18 +49,18 @@ func NewScheme(enabled []modules.Module) (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// New builds the one manager for mods and sets each of them up on it, every
-// module after those it requires. opts.EnableModules is not read: callers
+// New builds the one manager for mods and sets each of them up on it, in the
+// order given (a module that uses another comes after it). opts.EnableModules is not read: callers
 // resolve it into modules (the binary through its registry). Nothing runs
 // until Start is called.
 func New(ctx context.Context, restConfig *rest.Config, opts Options, mods ...modules.Module) (*Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	enabled, err := modules.Order(mods)
-	if err != nil {
+	if err := modules.Check(mods); err != nil {
 		return nil, err
 	}
+	enabled := mods
 	scheme, err := NewScheme(enabled)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,6 @@ func New(ctx context.Context, restConfig *rest.Config, opts Options, mods ...mod
 		return nil, fmt.Errorf("failed to add the ready check: %w", err)
 	}
 
-	services := modules.NewServices()
 	for _, m := range enabled {
 		log := ctrl.LoggerFrom(ctx).WithValues("module", m.Name())
 		log.Info("Setting up module")
@@ -168,7 +167,6 @@ func New(ctx context.Context, restConfig *rest.Config, opts Options, mods ...mod
 				Concurrency:      concurrencyFor(opts.Concurrency, m.Name()),
 				WebhooksEnabled:  webhooksEnabled,
 			},
-			Services: services,
 		}
 		if err := m.SetupWithManager(ctrl.LoggerInto(ctx, log), shared); err != nil {
 			return nil, fmt.Errorf("failed to set up module %q: %w", m.Name(), err)

@@ -265,11 +265,16 @@ func TestBuiltinModulesSetUpInEveryCombination(t *testing.T) {
 	}
 }
 
-func TestRequiredModulesAreSetUpFirst(t *testing.T) {
+func TestModulesAreSetUpInTheGivenOrderAndNeedWhatTheyUseSetUpBefore(t *testing.T) {
 	g := NewWithT(t)
-	mgr, err := manager.New(context.Background(), env.Config, managertest.Options(), managertest.Machinepool(), managertest.IPAM(), managertest.Infra())
+	infraModule := managertest.Infra()
+	mgr, err := manager.New(context.Background(), env.Config, managertest.Options(), managertest.IPAM(), infraModule, managertest.Machinepool(infraModule))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(namesOf(mgr.Modules)).To(Equal([]string{"ipam", "infra", "machinepool"}))
+
+	infraModule = managertest.Infra()
+	_, err = manager.New(context.Background(), env.Config, managertest.Options(), managertest.Machinepool(infraModule), managertest.IPAM(), infraModule)
+	g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires module "infra"`)))
 }
 
 func TestNewRejectsBadOptionsBeforeConnecting(t *testing.T) {
@@ -288,7 +293,7 @@ func TestNewRejectsBadOptionsBeforeConnecting(t *testing.T) {
 
 func TestLeaderElectionIDDiffersPerModuleSet(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(manager.DefaultLeaderElectionID([]modules.Module{managertest.Infra(), managertest.Machinepool()})).To(Equal("capi-monolith-infra-machinepool"))
+	g.Expect(manager.DefaultLeaderElectionID([]modules.Module{managertest.Infra(), managertest.Machinepool(managertest.Infra())})).To(Equal("capi-monolith-infra-machinepool"))
 	g.Expect(manager.DefaultLeaderElectionID([]modules.Module{managertest.IPAM()})).To(Equal("capi-monolith-ipam"))
 }
 

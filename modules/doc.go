@@ -9,9 +9,11 @@
 // bind to flags. The manager asks every enabled module to register its types
 // in the shared scheme and then to set up its controllers, webhooks and
 // runnables on the one manager (Shared), so that all modules share one cache,
-// one client, one webhook server and one leader election; a module that
-// requires another is set up after it and finds what that one provides in
-// Shared.Services (infra's machine services, for machinepool).
+// one client, one webhook server and one leader election. A module that uses
+// another is handed what it uses by its constructor (machinepool.New takes
+// infra's MonolithMachine controller): the registry builds and sets up the
+// modules in its order, a required module registered before the module that
+// requires it.
 //
 // A module imports another module's api/ packages and the exported seams the
 // architecture test (test/architecture) allows, nothing else; what every

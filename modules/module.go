@@ -20,17 +20,11 @@ type Module interface {
 	AddToScheme(scheme *runtime.Scheme) error
 
 	// SetupWithManager registers the module's controllers, webhooks,
-	// indexes and runnables on the shared manager. Modules are set up after
-	// the modules they require (see Requirer), so that what those provide
-	// in shared.Services is there.
+	// indexes and runnables on the shared manager. Modules are set up in
+	// the order given, so a module that uses another (handed to its
+	// constructor, as machinepool is infra's machine controller) comes
+	// after it.
 	SetupWithManager(ctx context.Context, shared Shared) error
-}
-
-// Requirer is implemented by a module that only works beside others: the
-// manager refuses to start it without them, naming what is missing, and
-// sets it up after them.
-type Requirer interface {
-	Requires() []string
 }
 
 // Options are the settings every module receives; they are the same for all
@@ -62,7 +56,4 @@ type Shared struct {
 	Manager ctrl.Manager
 	// Options are the settings common to every module.
 	Options Options
-	// Services are what modules build once per manager for others (for
-	// example infra's machine services, which machinepool uses).
-	Services *Services
 }

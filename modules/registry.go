@@ -15,7 +15,8 @@ import (
 type Entry struct {
 	// Name is the module's --enable-modules value.
 	Name string
-	// Requires are the modules that must be enabled with this one.
+	// Requires are the modules that must be enabled with this one; they are
+	// registered before it, so that they are built and set up before it.
 	Requires []string
 	// BindFlags binds the module's options to fs, starting from their
 	// defaults, and returns the constructor that builds the module from
@@ -29,7 +30,8 @@ type Registry struct {
 }
 
 // NewRegistry returns a registry of the given entries. Names must be unique
-// and non-empty, and every required module must be registered too.
+// and non-empty, and every required module must be registered, before the
+// module that requires it.
 func NewRegistry(entries ...Entry) (*Registry, error) {
 	seen := map[string]bool{}
 	for _, e := range entries {
@@ -44,12 +46,17 @@ func NewRegistry(entries ...Entry) (*Registry, error) {
 		}
 		seen[e.Name] = true
 	}
+	registered := map[string]bool{}
 	for _, e := range entries {
 		for _, req := range e.Requires {
 			if !seen[req] {
 				return nil, fmt.Errorf("module %q requires %q, which is not registered", e.Name, req)
 			}
+			if !registered[req] {
+				return nil, fmt.Errorf("module %q requires %q, which must be registered before it", e.Name, req)
+			}
 		}
+		registered[e.Name] = true
 	}
 	return &Registry{entries: slices.Clone(entries)}, nil
 }
@@ -125,7 +132,8 @@ func (r *Registry) BindFlags(fs *pflag.FlagSet) *Bound {
 }
 
 // Modules resolves names (see Registry.Resolve) and builds those modules
-// from the parsed flag values.
+// from the parsed flag values, in registry order: a required module is built
+// before the module that requires it.
 func (b *Bound) Modules(names []string) ([]Module, error) {
 	entries, err := b.reg.Resolve(names)
 	if err != nil {
@@ -138,64 +146,20 @@ func (b *Bound) Modules(names []string) ([]Module, error) {
 	return mods, nil
 }
 
-// Order checks a list of modules to set up on one manager (names unique,
-// every required module present) and returns it ordered so that each module
-// comes after those it requires, otherwise keeping the given order.
-func Order(mods []Module) ([]Module, error) {
+// Check checks a list of modules to set up on one manager: at least one,
+// names unique. They are set up in the order given.
+func Check(mods []Module) error {
 	if len(mods) == 0 {
-		return nil, errors.New("no module to run")
+		return errors.New("no module to run")
 	}
 	present := map[string]bool{}
 	for _, m := range mods {
 		if present[m.Name()] {
-			return nil, fmt.Errorf("module %q given twice", m.Name())
+			return fmt.Errorf("module %q given twice", m.Name())
 		}
 		present[m.Name()] = true
 	}
-	var errs []error
-	for _, m := range mods {
-		for _, req := range requires(m) {
-			if !present[req] {
-				errs = append(errs, fmt.Errorf("module %q requires module %q, which is not enabled", m.Name(), req))
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	ordered := make([]Module, 0, len(mods))
-	done := map[string]bool{}
-	for len(ordered) < len(mods) {
-		progress := false
-		for _, m := range mods {
-			if done[m.Name()] || !allDone(requires(m), done) {
-				continue
-			}
-			ordered = append(ordered, m)
-			done[m.Name()] = true
-			progress = true
-		}
-		if !progress {
-			return nil, errors.New("modules require each other in a cycle")
-		}
-	}
-	return ordered, nil
-}
-
-func requires(m Module) []string {
-	if r, ok := m.(Requirer); ok {
-		return r.Requires()
-	}
 	return nil
-}
-
-func allDone(names []string, done map[string]bool) bool {
-	for _, n := range names {
-		if !done[n] {
-			return false
-		}
-	}
-	return true
 }
 
 func quoteAll(s []string) string {

@@ -19,17 +19,9 @@ func (named) SetupWithManager(context.Context, modules.Shared) error {
 	return nil
 }
 
-// needs is a module that requires others.
-type needs struct {
-	named
-	requires []string
-}
-
-func (n needs) Requires() []string { return n.requires }
-
 func entry(name string, requires ...string) modules.Entry {
 	return modules.Entry{Name: name, Requires: requires, BindFlags: func(*pflag.FlagSet) func() modules.Module {
-		return func() modules.Module { return needs{named: named(name), requires: requires} }
+		return func() modules.Module { return named(name) }
 	}}
 }
 
@@ -106,6 +98,11 @@ func TestNewRegistry(t *testing.T) {
 		_, err := modules.NewRegistry(entry("machinepool", "infra"))
 		g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires "infra", which is not registered`)))
 	})
+	t.Run("a requirement registered after the module that requires it is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := modules.NewRegistry(entry("machinepool", "infra"), entry("infra"))
+		g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires "infra", which must be registered before it`)))
+	})
 }
 
 func TestBoundModulesAreBuiltFromTheParsedFlags(t *testing.T) {
@@ -128,19 +125,9 @@ func TestBoundModulesAreBuiltFromTheParsedFlags(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`unknown module(s) "c"`)))
 }
 
-func TestOrder(t *testing.T) {
+func TestCheck(t *testing.T) {
 	g := NewWithT(t)
-	pool := needs{named: "machinepool", requires: []string{"infra"}}
-	got, err := modules.Order([]modules.Module{pool, named("ipam"), named("infra")})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(names(got)).To(Equal([]string{"ipam", "infra", "machinepool"}), "a module comes after what it requires, the rest keep their order")
-
-	_, err = modules.Order([]modules.Module{pool})
-	g.Expect(err).To(MatchError(ContainSubstring(`module "machinepool" requires module "infra", which is not enabled`)))
-	_, err = modules.Order(nil)
-	g.Expect(err).To(HaveOccurred())
-	_, err = modules.Order([]modules.Module{named("a"), named("a")})
-	g.Expect(err).To(MatchError(ContainSubstring(`module "a" given twice`)))
-	_, err = modules.Order([]modules.Module{needs{named: "a", requires: []string{"b"}}, needs{named: "b", requires: []string{"a"}}})
-	g.Expect(err).To(MatchError(ContainSubstring("cycle")))
+	g.Expect(modules.Check([]modules.Module{named("ipam"), named("infra")})).To(Succeed())
+	g.Expect(modules.Check(nil)).To(MatchError(ContainSubstring("no module to run")))
+	g.Expect(modules.Check([]modules.Module{named("a"), named("a")})).To(MatchError(ContainSubstring(`module "a" given twice`)))
 }

@@ -22,7 +22,7 @@ import (
 // the watch-filter label (when a value is set) are reconciled.
 //
 // Paused objects are NOT filtered out here: the reconciler must still see
-// them to set the Paused condition (see contracts/reconcile), and it does no
+// them to set the Paused condition (see contracts/scaffold), and it does no
 // other work while they are paused.
 func Filter(scheme *runtime.Scheme, log logr.Logger, watchFilterValue string) predicate.Funcs {
 	return predicates.ResourceHasFilterLabel(scheme, log, watchFilterValue)

@@ -181,20 +181,9 @@ type Process struct {
 // certificate of opts.Certs. ctx bounds Start only; the process runs until
 // Stop.
 func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
-	if opts.Manager.Name == "" {
-		return nil, fmt.Errorf("failed to start a Cluster API manager: Options.Manager is required")
-	}
-	if opts.Config == nil {
-		return nil, fmt.Errorf("failed to start %s: Options.Config is required", opts.Manager.Title)
-	}
-	if opts.FeatureGates == "" {
-		opts.FeatureGates = DefaultFeatureGates
-	}
-	if opts.Output == nil {
-		opts.Output = io.Discard
-	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = DefaultStartTimeout
+	opts, err := withDefaults(opts)
+	if err != nil {
+		return nil, err
 	}
 	capi, err := capimodule.Locate()
 	if err != nil {
@@ -217,46 +206,95 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 			retErr = errors.Join(retErr, p.Stop())
 		}
 	}()
-
-	p.workDir = opts.WorkDir
-	if p.workDir == "" {
-		if p.workDir, err = os.MkdirTemp("", "capi"+opts.Manager.Name+"-"); err != nil {
-			return nil, fmt.Errorf("failed to create the work folder: %w", err)
-		}
-		p.removeWorkDir = true
-	} else if err := os.MkdirAll(p.workDir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create the work folder: %w", err)
-	}
-	kubeconfigPath := filepath.Join(p.workDir, "kubeconfig")
-	if err := kubeconfig.WriteFromREST(opts.Config, kubeconfigPath); err != nil {
-		return nil, err
-	}
-	if p.certs == nil {
-		if p.certs, err = certs.New(certs.Options{}); err != nil {
-			return nil, err
-		}
-	}
-	certDir := filepath.Join(p.workDir, "certs")
-	if err := p.certs.Write(certDir); err != nil {
-		return nil, err
-	}
-	free, err := ports.Free(3)
+	files, err := p.prepareWorkDir()
 	if err != nil {
 		return nil, err
 	}
-	webhookPort := free[0]
-	p.webhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(webhookPort))
-	p.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
-	p.diagnosticsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
-
 	if p.client, err = newClient(opts.Config); err != nil {
 		return nil, err
 	}
+	if err := p.installWebhooks(ctx, capi); err != nil {
+		return nil, err
+	}
+	if err := p.run(ctx, files); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// withDefaults rejects missing options and fills in the defaults.
+func withDefaults(opts Options) (Options, error) {
+	if opts.Manager.Name == "" {
+		return opts, fmt.Errorf("failed to start a Cluster API manager: Options.Manager is required")
+	}
+	if opts.Config == nil {
+		return opts, fmt.Errorf("failed to start %s: Options.Config is required", opts.Manager.Title)
+	}
+	if opts.FeatureGates == "" {
+		opts.FeatureGates = DefaultFeatureGates
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	return opts, nil
+}
+
+// workFiles are what the process reads from its work folder, and its
+// webhook port.
+type workFiles struct {
+	kubeconfigPath string
+	certDir        string
+	webhookPort    int
+}
+
+// prepareWorkDir makes the work folder with the kubeconfig and the serving
+// certificate the process reads, and picks its ports.
+func (p *Process) prepareWorkDir() (workFiles, error) {
+	var err error
+	p.workDir = p.opts.WorkDir
+	if p.workDir == "" {
+		if p.workDir, err = os.MkdirTemp("", "capi"+p.opts.Manager.Name+"-"); err != nil {
+			return workFiles{}, fmt.Errorf("failed to create the work folder: %w", err)
+		}
+		p.removeWorkDir = true
+	} else if err := os.MkdirAll(p.workDir, 0o700); err != nil {
+		return workFiles{}, fmt.Errorf("failed to create the work folder: %w", err)
+	}
+	files := workFiles{kubeconfigPath: filepath.Join(p.workDir, "kubeconfig"), certDir: filepath.Join(p.workDir, "certs")}
+	if err := kubeconfig.WriteFromREST(p.opts.Config, files.kubeconfigPath); err != nil {
+		return workFiles{}, err
+	}
+	if p.certs == nil {
+		if p.certs, err = certs.New(certs.Options{}); err != nil {
+			return workFiles{}, err
+		}
+	}
+	if err := p.certs.Write(files.certDir); err != nil {
+		return workFiles{}, err
+	}
+	free, err := ports.Free(3)
+	if err != nil {
+		return workFiles{}, err
+	}
+	files.webhookPort = free[0]
+	p.webhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(files.webhookPort))
+	p.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	p.diagnosticsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
+	return files, nil
+}
+
+// installWebhooks installs the manager's webhook configurations and points
+// the conversion of its CRDs at the process to come.
+func (p *Process) installWebhooks(ctx context.Context, capi capimodule.Module) error {
+	opts := p.opts
 	name := opts.WebhookConfigurationName
 	if name == "" {
 		id, err := randomID()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name = "capi" + opts.Manager.Name + "-" + id
 	}
@@ -264,43 +302,46 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	manifestsFile := capi.ComponentWebhookManifests(opts.Manager.Component)
 	manifests, err := os.ReadFile(manifestsFile)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the webhook manifests of %s: %w", opts.Manager.Title, err)
+		return fmt.Errorf("failed to read the webhook manifests of %s: %w", opts.Manager.Title, err)
 	}
 	wh, err := webhooks.Read(manifests, manifestsFile, name, baseURL, p.certs.CAPEM)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if opts.Owner != "" {
 		wh.Mark(opts.Owner)
 	}
 	names, err := crds.Names(capi.ComponentCRDDirectory(opts.Manager.Component))
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	// Webhooks and conversion are in place before the process starts: the
 	// apiserver has seen them by the time the process is ready, so the first
 	// object a client creates is already defaulted and validated by it.
 	if err := wh.Apply(ctx, p.client); err != nil {
-		return nil, err
+		return err
 	}
 	p.webhooks = wh
 	p.convertURL = baseURL + "/convert"
 	p.conversions, err = webhooks.UseConversionWebhook(ctx, p.client, names, p.convertURL, p.certs.CAPEM)
-	if err != nil {
-		return nil, err
-	}
+	return err
+}
 
+// run starts the supervised process and waits until it is ready.
+func (p *Process) run(ctx context.Context, files workFiles) error {
+	opts := p.opts
 	p.args = append([]string{
-		"--kubeconfig=" + kubeconfigPath,
+		"--kubeconfig=" + files.kubeconfigPath,
 		"--leader-elect=false",
-		"--webhook-port=" + strconv.Itoa(webhookPort),
-		"--webhook-cert-dir=" + certDir,
+		"--webhook-port=" + strconv.Itoa(files.webhookPort),
+		"--webhook-cert-dir=" + files.certDir,
 		"--health-addr=" + p.healthAddr,
 		"--diagnostics-address=" + p.diagnosticsAddr,
 		"--insecure-diagnostics",
 		"--feature-gates=" + opts.FeatureGates,
 	}, opts.ExtraArgs...)
+	var err error
 	if p.sup, err = procgroup.Supervise(procgroup.SupervisorOptions{
 		Name:     opts.Manager.Title,
 		Command:  p.newCmd,
@@ -308,13 +349,13 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		OnStart:  opts.OnStart,
 		OnExit:   opts.OnExit,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
-		return nil, err
+		return err
 	}
 	p.sup.Ready()
-	return p, nil
+	return nil
 }
 
 func (p *Process) newCmd() *exec.Cmd {

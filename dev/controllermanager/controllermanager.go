@@ -111,26 +111,9 @@ func Find(dir string) (string, error) {
 // Start runs kube-controller-manager against opts.Config and waits until its
 // /healthz answers ok. ctx bounds Start only; the process runs until Stop.
 func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
-	switch {
-	case opts.BinaryPath == "":
-		return nil, errors.New("failed to start kube-controller-manager: Options.BinaryPath is required")
-	case opts.Config == nil:
-		return nil, errors.New("failed to start kube-controller-manager: Options.Config is required")
-	case opts.WorkDir == "":
-		return nil, errors.New("failed to start kube-controller-manager: Options.WorkDir is required")
-	}
-	if opts.Output == nil {
-		opts.Output = io.Discard
-	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = DefaultStartTimeout
-	}
-	if opts.Certs == nil {
-		bundle, err := certs.New(certs.Options{CommonName: "capi-monolith-dev-kube-controller-manager-ca"})
-		if err != nil {
-			return nil, err
-		}
-		opts.Certs = bundle
+	opts, err := withDefaults(opts)
+	if err != nil {
+		return nil, err
 	}
 	p := &Process{
 		opts:   opts,
@@ -194,6 +177,32 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 	}
 	p.sup.Ready()
 	return p, nil
+}
+
+// withDefaults rejects missing options and fills in the defaults.
+func withDefaults(opts Options) (Options, error) {
+	switch {
+	case opts.BinaryPath == "":
+		return opts, errors.New("failed to start kube-controller-manager: Options.BinaryPath is required")
+	case opts.Config == nil:
+		return opts, errors.New("failed to start kube-controller-manager: Options.Config is required")
+	case opts.WorkDir == "":
+		return opts, errors.New("failed to start kube-controller-manager: Options.WorkDir is required")
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.Certs == nil {
+		bundle, err := certs.New(certs.Options{CommonName: "capi-monolith-dev-kube-controller-manager-ca"})
+		if err != nil {
+			return opts, err
+		}
+		opts.Certs = bundle
+	}
+	return opts, nil
 }
 
 // waitHealthy polls /healthz over TLS, checking the serving certificate

@@ -109,25 +109,10 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
-	assets, err := AssetsDirectory(opts.AssetsDir, opts.CacheDir)
+	l, err := newLayout(opts)
 	if err != nil {
 		return nil, err
 	}
-	out := opts.Output
-	if out == nil {
-		out = io.Discard
-	}
-	certDir := filepath.Join(opts.WorkDir, "pki")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create the control plane's cert folder: %w", err)
-	}
-	free, err := ports.Free(3)
-	if err != nil {
-		return nil, err
-	}
-	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[0]))
-	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
-	apiHost := net.JoinHostPort("127.0.0.1", strconv.Itoa(free[2]))
 
 	cp := &ControlPlane{force: make(chan struct{})}
 	defer func() {
@@ -137,65 +122,90 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
+	if err := cp.startEtcd(ctx, opts, l); err != nil {
+		return nil, err
+	}
+	if err := cp.startAPIServer(ctx, opts, l); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
 
-	// etcd.
+// layout is where the control plane's binaries, files and listeners are.
+type layout struct {
+	assets, certDir string
+	out             io.Writer
+	// etcdURL and peerURL are etcd's client and peer URLs; apiHost and
+	// apiPort kube-apiserver's address.
+	etcdURL, peerURL, apiHost string
+	apiPort                   int
+}
+
+// newLayout finds the binaries, makes the cert folder and picks the ports.
+func newLayout(opts Options) (layout, error) {
+	assets, err := AssetsDirectory(opts.AssetsDir, opts.CacheDir)
+	if err != nil {
+		return layout{}, err
+	}
+	l := layout{assets: assets, out: opts.Output, certDir: filepath.Join(opts.WorkDir, "pki")}
+	if l.out == nil {
+		l.out = io.Discard
+	}
+	if err := os.MkdirAll(l.certDir, 0o700); err != nil {
+		return layout{}, fmt.Errorf("failed to create the control plane's cert folder: %w", err)
+	}
+	free, err := ports.Free(3)
+	if err != nil {
+		return layout{}, err
+	}
+	l.etcdURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[0]))
+	l.peerURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	l.apiPort = free[2]
+	l.apiHost = net.JoinHostPort("127.0.0.1", strconv.Itoa(l.apiPort))
+	return l, nil
+}
+
+// startEtcd starts etcd and waits until it is healthy.
+func (cp *ControlPlane) startEtcd(ctx context.Context, opts Options, l layout) error {
 	dataDir, fsync := filepath.Join(opts.WorkDir, "etcd"), false
 	if opts.DataDir != "" {
 		// Data meant to survive a restart (or a crash) needs fsync on.
 		dataDir, fsync = filepath.Join(opts.DataDir, "etcd"), true
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create etcd's data folder: %w", err)
+		return fmt.Errorf("failed to create etcd's data folder: %w", err)
 	}
-	if cp.etcd, err = startProcess("etcd", filepath.Join(assets, "etcd"), []string{
+	var err error
+	if cp.etcd, err = startProcess("etcd", filepath.Join(l.assets, "etcd"), []string{
 		"--data-dir=" + dataDir,
-		"--listen-client-urls=" + etcdURL,
-		"--advertise-client-urls=" + etcdURL,
-		"--listen-peer-urls=" + peerURL,
-		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=default=" + peerURL,
+		"--listen-client-urls=" + l.etcdURL,
+		"--advertise-client-urls=" + l.etcdURL,
+		"--listen-peer-urls=" + l.peerURL,
+		"--initial-advertise-peer-urls=" + l.peerURL,
+		"--initial-cluster=default=" + l.peerURL,
 		"--unsafe-no-fsync=" + strconv.FormatBool(!fsync),
-	}, out); err != nil {
-		return nil, err
+	}, l.out); err != nil {
+		return err
 	}
 	if opts.OnProcess != nil {
 		opts.OnProcess("etcd", cp.etcd.pid())
 	}
-	if err := waitHealthy(ctx, cp.etcd, etcdURL+"/health", nil); err != nil {
-		return nil, err
-	}
+	return waitHealthy(ctx, cp.etcd, l.etcdURL+"/health", nil)
+}
 
-	// kube-apiserver, with a CA of its own for serving and for clients.
-	ca, err := newAuthority("capi-monolith-dev-kubernetes-ca")
+// startAPIServer starts kube-apiserver, with a CA of its own for serving
+// and for clients, and waits until it serves; it sets cp.Config.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options, l layout) error {
+	ca, adminCert, adminKey, err := writePKI(l.certDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	servingCert, servingKey, err := ca.servingCert()
-	if err != nil {
-		return nil, err
-	}
-	adminCert, adminKey, err := ca.clientCert("capi-monolith-dev-admin", "system:masters")
-	if err != nil {
-		return nil, err
-	}
-	saPublic, saPrivate, err := serviceAccountKeys()
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{
-		"ca.crt": ca.pem, "apiserver.crt": servingCert, "apiserver.key": servingKey,
-		"sa.pub": saPublic, "sa.key": saPrivate,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			return nil, fmt.Errorf("failed to write %s: %w", name, err)
-		}
-	}
-	if cp.apiServer, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), []string{
-		"--etcd-servers=" + etcdURL,
+	certDir := l.certDir
+	if cp.apiServer, err = startProcess("kube-apiserver", filepath.Join(l.assets, "kube-apiserver"), []string{
+		"--etcd-servers=" + l.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(free[2]),
+		"--secure-port=" + strconv.Itoa(l.apiPort),
 		"--cert-dir=" + certDir,
 		"--tls-cert-file=" + filepath.Join(certDir, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(certDir, "apiserver.key"),
@@ -207,24 +217,55 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		// accounts: dev's kube-controller-manager runs only the garbage
 		// collector and the namespace controller.
 		"--disable-admission-plugins=ServiceAccount",
-		"--service-account-issuer=https://" + apiHost + "/",
+		"--service-account-issuer=https://" + l.apiHost + "/",
 		"--service-account-key-file=" + filepath.Join(certDir, "sa.pub"),
 		"--service-account-signing-key-file=" + filepath.Join(certDir, "sa.key"),
-	}, out); err != nil {
-		return nil, err
+	}, l.out); err != nil {
+		return err
 	}
 	if opts.OnProcess != nil {
 		opts.OnProcess("kube-apiserver", cp.apiServer.pid())
 	}
 	cfg := &rest.Config{
-		Host:            "https://" + apiHost,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca.pem, CertData: adminCert, KeyData: adminKey},
+		Host:            "https://" + l.apiHost,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca, CertData: adminCert, KeyData: adminKey},
 	}
 	if err := waitAPIServer(ctx, cp.apiServer, cfg); err != nil {
-		return nil, err
+		return err
 	}
 	cp.Config = cfg
-	return cp, nil
+	return nil
+}
+
+// writePKI makes kube-apiserver's CA, serving certificate and service
+// account keys in certDir, and returns the CA and the admin's client
+// certificate and key.
+func writePKI(certDir string) (caPEM, adminCert, adminKey []byte, err error) {
+	ca, err := newAuthority("capi-monolith-dev-kubernetes-ca")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	servingCert, servingKey, err := ca.servingCert()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if adminCert, adminKey, err = ca.clientCert("capi-monolith-dev-admin", "system:masters"); err != nil {
+		return nil, nil, nil, err
+	}
+	saPublic, saPrivate, err := serviceAccountKeys()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	files := map[string][]byte{
+		"ca.crt": ca.pem, "apiserver.crt": servingCert, "apiserver.key": servingKey,
+		"sa.pub": saPublic, "sa.key": saPrivate,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			return nil, nil, nil, fmt.Errorf("failed to write %s: %w", name, err)
+		}
+	}
+	return ca.pem, adminCert, adminKey, nil
 }
 
 // waitHealthy polls url until it answers 200, failing early when p exits.

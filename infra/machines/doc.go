@@ -2,11 +2,10 @@
 // (and the only infra package other modules may import besides api/; the
 // architecture test in test/architecture enforces it).
 //
-// It holds the machine services the infra module builds once per manager
-// (the backends, the bootstrap task manager; address claims go through the
-// one machine controller) and that one MonolithMachine controller, to which
-// another module registers an Owner adapter for the MonolithMachines its
-// objects own. It also exports the lookups and checks both modules need: a
-// Cluster's MonolithCluster, and the validation of a machine's backend and
-// address pools.
+// It holds the one MonolithMachine controller of a manager, which the infra
+// module hands to whoever builds the machinepool module (the binary's
+// registry), and to which another module registers an Owner adapter for the
+// MonolithMachines its objects own. It also exports the lookups and checks
+// both modules need: a Cluster's MonolithCluster, the validation of a
+// machine's backend and address pools, and the names of address claims.
 package machines

@@ -3,9 +3,11 @@ package machines
 import (
 	"context"
 	"errors"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -13,12 +15,9 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
-	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/clusters"
 	"github.com/capi-monolith/capi-monolith/infra/internal/reconcilers/machine"
-	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
-	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // Owner answers what differs between the kinds of objects a MonolithMachine
@@ -33,52 +32,47 @@ type Facts = machine.Facts
 // Cluster whose infrastructure is another provider's.
 var ErrNotMonolithCluster = clusters.ErrNotMonolithCluster
 
-// Services are the machine services of one manager, built once by the infra
-// module and shared by every module that provisions machines.
-type Services struct {
-	// Backends are the one docker and one inMemory backend of the process:
-	// one inMemory backend sees every node of a cluster, whoever owns it.
-	Backends backend.Set
-	// Tasks run the bootstrap of every node.
-	Tasks *tasks.Manager
-	// Controller is the one MonolithMachine controller.
-	Controller *Controller
-}
+// ErrNotSetUp is wrapped by Controller.RegisterOwner's error when the infra
+// module is not set up on the manager given (not enabled, or not yet).
+var ErrNotSetUp = errors.New("the MonolithMachine controller is not set up on this manager")
 
-// Controller is the one MonolithMachine controller of the manager.
+// Controller is the one MonolithMachine controller of a manager, as the
+// infra module hands it to the modules whose objects own MonolithMachines.
+// The infra module makes it when it is built and binds it to the machine
+// reconciler it sets up on a manager; other modules register their Owner
+// adapters with it after that, on the same manager.
 type Controller struct {
+	mu         sync.Mutex
+	mgr        ctrl.Manager
 	reconciler *machine.Reconciler
 }
 
-// NewController wraps the set-up machine reconciler. For the infra module.
-func NewController(r *machine.Reconciler) *Controller { return &Controller{reconciler: r} }
+// NewController returns a controller bound to no manager yet. For the infra
+// module.
+func NewController() *Controller { return &Controller{} }
+
+// Bind makes r, set up on mgr, the reconciler behind c. For the infra
+// module; a later Bind (the module set up on another manager) replaces it.
+func (c *Controller) Bind(mgr ctrl.Manager, r *machine.Reconciler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mgr, c.reconciler = mgr, r
+}
 
 // RegisterOwner adds the adapter of a kind of owner, and sources that
 // enqueue the MonolithMachines its owner objects concern (for example a
-// MachinePool whose bootstrap data changed). Call it while setting up a
-// module, before the manager starts.
-func (c *Controller) RegisterOwner(owner Owner, sources ...source.Source) error {
-	return c.reconciler.RegisterOwner(owner, sources...)
-}
-
-type servicesKey struct{}
-
-// Provide makes s the machine services of the manager behind shared. For the
-// infra module.
-func Provide(shared modules.Shared, s *Services) {
-	shared.Services.Provide(servicesKey{}, s)
-}
-
-// From returns the machine services of the manager behind shared. It fails
-// when the infra module is not set up on it: a module that needs the
-// services must declare that it requires infra (modules.Requirer).
-func From(shared modules.Shared) (*Services, error) {
-	if shared.Services != nil {
-		if v, ok := shared.Services.Lookup(servicesKey{}); ok {
-			return v.(*Services), nil
-		}
+// MachinePool whose bootstrap data changed), to the controller set up on
+// mgr. Call it while setting up a module, after the infra module was set up
+// on the same manager and before the manager starts.
+func (c *Controller) RegisterOwner(mgr ctrl.Manager, owner Owner, sources ...source.Source) error {
+	c.mu.Lock()
+	r := c.reconciler
+	bound := r != nil && c.mgr == mgr
+	c.mu.Unlock()
+	if !bound {
+		return ErrNotSetUp
 	}
-	return nil, errors.New("the machine services are not set up: the infra module must be enabled (and set up first)")
+	return r.RegisterOwner(owner, sources...)
 }
 
 // MonolithClusterOf returns the MonolithCluster that cluster's
@@ -95,10 +89,6 @@ func MonolithClusterOf(ctx context.Context, c client.Reader, cluster *clusterv1.
 func ValidateMachine(b *v1alpha1.MachineBackend, pools []corev1.TypedLocalObjectReference, path *field.Path) field.ErrorList {
 	return webhooks.ValidateMachine(b, pools, path)
 }
-
-// BackendKind names the backend b selects ("docker", "inMemory"), "" when not
-// exactly one.
-func BackendKind(b *v1alpha1.MachineBackend) string { return webhooks.MachineBackendKind(b) }
 
 // ClaimName is the name of the IPAddressClaim a machine makes of its
 // index-th address pool.

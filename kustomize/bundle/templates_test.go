@@ -42,7 +42,8 @@ func startWebhooks(t *testing.T) {
 	opts := managertest.Options()
 	opts.WebhookPort = wio.LocalServingPort
 	opts.WebhookCertDir = wio.LocalServingCertDir
-	managertest.Start(t, env.Config, opts, managertest.Infra(), managertest.Machinepool(), managertest.IPAM())
+	infraModule := managertest.Infra()
+	managertest.Start(t, env.Config, opts, infraModule, managertest.Machinepool(infraModule), managertest.IPAM())
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	NewWithT(t).Eventually(func() error {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only checks the port serves TLS.

@@ -1,13 +1,16 @@
-// Package architecture holds the rule of the house on imports between the
-// modules, as code: which package of which module (or shared area) may
-// import which package of another. Check applies the rules to an import
-// graph; Load builds the graph of the project's non-test code with
-// `go list`. The test beside it fails on any arrow the rules do not allow.
+// Package architecture holds the rule of the house on imports, as code:
+// which package of which module (or shared area) may import which package of
+// another area, and, inside a module, which floor may import which (api
+// below internal packages, reconcilers above the backends they drive, never
+// the other way). Check applies the rules to an import graph; Load builds
+// the graph of the project's non-test code with `go list`. The test beside
+// it fails on any arrow the rules do not allow.
 //
 // The compiler already keeps everyone out of a module's internal/ packages;
 // these rules close what it cannot: a module's exported non-api packages
-// (its root, the infra machine seam) and the api packages, so that only the
-// arrows named here exist.
+// (its root, the infra machine seam), the api packages, the arrows between
+// shared areas and the direction of the arrows inside a module, so that
+// only the arrows named here exist.
 package architecture
 
 import (
@@ -40,11 +43,34 @@ type Edge struct {
 type Rules struct {
 	// Modules are the top-level folders that are modules.
 	Modules []string
-	// Closed are the shared areas that may import no module package at all
-	// unless an Edge says so (contracts, modules, manager, ...).
+	// Closed are the shared areas (contracts, modules, manager, ...): they
+	// and the modules import no package of another module or shared area
+	// unless an Edge says so.
 	Closed []string
-	// Allowed are the arrows between areas; any other is a violation.
+	// Allowed are the arrows between areas; any other is a violation. An
+	// edge whose From is EveryModule holds for each module.
 	Allowed []Edge
+	// Layers are the floors inside every module, lowest first: a package
+	// of a module may import its own module's packages on its floor or
+	// below, never above.
+	Layers []Layer
+}
+
+// EveryModule as an Edge's From stands for each of Rules.Modules.
+const EveryModule = "*"
+
+// Layer is one floor inside a module.
+type Layer struct {
+	// Name names the floor in the rules.
+	Name string
+	// Packages are the floor's packages, as paths inside the module: a
+	// path, or a path ending in "/..." for every package under it; "." is
+	// the module's root package. A package on no floor is on the top one.
+	// Where floors overlap ("internal/..." and "internal/reconcilers/..."),
+	// the higher floor wins.
+	Packages []string
+	// Why says what sits on the floor.
+	Why string
 }
 
 // Violation is an import the rules do not allow.
@@ -60,25 +86,32 @@ func area(pkg string) string {
 	return top
 }
 
-// Check returns every import of g that crosses from one area into a module
-// (or from a closed area into anything) without an allowed edge, sorted.
-// Imports within an area, and imports from areas that are neither modules
-// nor closed (the main package, test/), are not restricted here.
+// Check returns every import of g that the rules do not allow, sorted: an
+// import from a module or a closed area into another module or closed area
+// without an allowed edge, and an import inside a module from a floor to a
+// higher one. Imports from areas that are neither modules nor closed (the
+// main package, test/), and into packages outside every module and closed
+// area, are not restricted here.
 func Check(g Graph, r Rules) []Violation {
 	var out []Violation
 	for from, imports := range g {
 		fa := area(from)
-		restricted := slices.Contains(r.Modules, fa) || slices.Contains(r.Closed, fa)
-		if !restricted {
+		module := slices.Contains(r.Modules, fa)
+		if !module && !slices.Contains(r.Closed, fa) {
 			continue
 		}
 		for _, to := range imports {
 			ta := area(to)
-			if ta == fa || !slices.Contains(r.Modules, ta) {
-				// Within an area, or into a shared area (contracts/, ...).
+			if ta == fa {
+				if module && floor(r.Layers, fa, to) > floor(r.Layers, fa, from) {
+					out = append(out, Violation{From: from, To: to})
+				}
 				continue
 			}
-			if !allowed(r.Allowed, fa, to) {
+			if !slices.Contains(r.Modules, ta) && !slices.Contains(r.Closed, ta) {
+				continue
+			}
+			if !allowed(r.edges(), fa, to) {
 				out = append(out, Violation{From: from, To: to})
 			}
 		}
@@ -92,22 +125,54 @@ func Check(g Graph, r Rules) []Violation {
 	return out
 }
 
+// edges are the allowed edges with EveryModule spelled out.
+func (r Rules) edges() []Edge {
+	var out []Edge
+	for _, e := range r.Allowed {
+		if e.From != EveryModule {
+			out = append(out, e)
+			continue
+		}
+		for _, m := range r.Modules {
+			out = append(out, Edge{From: m, To: e.To, Why: e.Why})
+		}
+	}
+	return out
+}
+
 func allowed(edges []Edge, fromArea, to string) bool {
 	for _, e := range edges {
-		if e.From != fromArea {
-			continue
-		}
-		if prefix, ok := strings.CutSuffix(e.To, "/..."); ok {
-			if to == prefix || strings.HasPrefix(to, prefix+"/") {
-				return true
-			}
-			continue
-		}
-		if to == e.To {
+		if e.From == fromArea && matches(e.To, to) {
 			return true
 		}
 	}
 	return false
+}
+
+// matches says whether pkg is pattern, or under it when pattern ends in
+// "/...".
+func matches(pattern, pkg string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+	}
+	return pkg == pattern
+}
+
+// floor is the index of the highest layer that holds pkg of module; a
+// package on no layer is above them all.
+func floor(layers []Layer, module, pkg string) int {
+	inside := "."
+	if pkg != module {
+		inside = strings.TrimPrefix(pkg, module+"/")
+	}
+	for i := len(layers) - 1; i >= 0; i-- {
+		for _, p := range layers[i].Packages {
+			if matches(p, inside) {
+				return i
+			}
+		}
+	}
+	return len(layers)
 }
 
 // Load returns the import graph of the non-test packages under dir (the

@@ -13,7 +13,7 @@ import (
 	"github.com/moby/moby/client"
 	. "github.com/onsi/gomega"
 
-	"github.com/capi-monolith/capi-monolith/infra/machines"
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 )
 
 const (
@@ -114,7 +114,7 @@ func (k *containerKills) killAll(ctx context.Context, t *testing.T) {
 			continue
 		}
 		k.containers++
-		if item.Labels[machines.DockerLabelRole] == "load-balancer" {
+		if item.Labels[infrav1.DockerLabelRole] == "load-balancer" {
 			k.loadBalancers++
 		}
 	}
@@ -122,8 +122,8 @@ func (k *containerKills) killAll(ctx context.Context, t *testing.T) {
 
 func clusterContainers(ctx context.Context, docker *client.Client, namespace, cluster string) ([]container.Summary, error) {
 	filters := make(client.Filters).
-		Add("label", machines.DockerLabelClusterNamespace+"="+namespace).
-		Add("label", machines.DockerLabelClusterName+"="+cluster)
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace).
+		Add("label", infrav1.DockerLabelClusterName+"="+cluster)
 	res, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func expectContainersRunning(ctx context.Context, g Gomega, docker *client.Clien
 	var nodes, lbs int
 	for _, item := range list {
 		g.Expect(item.State).To(Equal(container.StateRunning), "container %s runs", strings.Join(item.Names, ","))
-		if item.Labels[machines.DockerLabelRole] == "load-balancer" {
+		if item.Labels[infrav1.DockerLabelRole] == "load-balancer" {
 			lbs++
 		} else {
 			nodes++
@@ -155,7 +155,7 @@ func expectContainersRunning(ctx context.Context, g Gomega, docker *client.Clien
 // the network, if it still exists.
 func dockerLeftovers(ctx context.Context, docker *client.Client, namespace, network string) ([]string, error) {
 	var left []string
-	filters := make(client.Filters).Add("label", machines.DockerLabelClusterNamespace+"="+namespace)
+	filters := make(client.Filters).Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace)
 	containers, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func dockerLeftovers(ctx context.Context, docker *client.Client, namespace, netw
 func removeDockerObjects(t *testing.T, docker *client.Client, namespace, network string) {
 	ctx := context.Background()
 	if namespace != "" {
-		filters := make(client.Filters).Add("label", machines.DockerLabelClusterNamespace+"="+namespace)
+		filters := make(client.Filters).Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace)
 		list, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 		if err == nil {
 			for _, item := range list.Items {

@@ -62,7 +62,7 @@ func coreRepository(t *testing.T, dir string) (version, url string) {
 
 // TestInitUpgradeFromAnOlderMinorAndDelete installs core and the three
 // providers at v0.1.0 with clusterctl, upgrades them to v0.2.0 (the newest
-// metadata.yaml must list v0.1), then uninstalls as the README says
+// metadata.yaml must list v0.1), then uninstalls as docs/install.md says
 // (ExtensionConfig first, then clusterctl delete): nothing of ours is left,
 // and Cluster API core, started again, runs.
 func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {

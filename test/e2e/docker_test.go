@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/capi-monolith/capi-monolith/infra/machines"
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/flavortest"
 )
 
@@ -92,8 +92,8 @@ var _ = Describe("A cluster from cluster-template-docker.yaml (docker backend)",
 // with the cluster.
 func containers(ctx context.Context, docker *client.Client, namespace, cluster string) ([]string, error) {
 	filters := make(client.Filters).
-		Add("label", machines.DockerLabelClusterNamespace+"="+namespace).
-		Add("label", machines.DockerLabelClusterName+"="+cluster)
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+namespace).
+		Add("label", infrav1.DockerLabelClusterName+"="+cluster)
 	res, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return nil, err

@@ -37,10 +37,11 @@ var _ = BeforeSuite(func() {
 	// node image needs none.
 	infraOpts := infra.DefaultOptions()
 	infraOpts.DockerUnprivilegedNodes = true
+	infraModule := infra.New(infraOpts)
 	env, err = dev.Start(ctx, dev.Options{
 		Modules: []modules.Module{
-			infra.New(infraOpts),
-			machinepool.New(machinepool.DefaultOptions()),
+			infraModule,
+			machinepool.New(infraModule.Machines(), machinepool.DefaultOptions()),
 			ipam.New(ipam.DefaultOptions()),
 			runtimeext.New(runtimeext.DefaultOptions()),
 		},

@@ -38,7 +38,6 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/dev/ports"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/infra/machines"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
@@ -323,7 +322,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 		// the cluster's containers carry the docker backend's labels.
 		ctx := context.Background()
 		res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-			Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
+			Add("label", infrav1.DockerLabelClusterNamespace+"="+n, infrav1.DockerLabelClusterName+"=c")})
 		if err == nil {
 			for _, c := range res.Items {
 				_, _ = dc.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -353,7 +352,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 		g.Expect(conditions.IsTrue(mc, infrav1.LoadBalancerAvailableCondition)).To(BeTrue())
 	}).WithTimeout(2 * timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
 	res, err := dc.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.
-		Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
+		Add("label", infrav1.DockerLabelClusterNamespace+"="+n, infrav1.DockerLabelClusterName+"=c")})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Items).To(HaveLen(1), "the load balancer container runs on the Engine")
 
@@ -361,7 +360,7 @@ func (p *provider) checkInfrastructure(t *testing.T, socketGID uint32) {
 	g.Expect(p.env.Client.Delete(ctx, mc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		res, err := dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.
-			Add("label", machines.DockerLabelClusterNamespace+"="+n, machines.DockerLabelClusterName+"=c")})
+			Add("label", infrav1.DockerLabelClusterNamespace+"="+n, infrav1.DockerLabelClusterName+"=c")})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(res.Items).To(BeEmpty())
 	}).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())

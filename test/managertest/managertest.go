@@ -35,12 +35,17 @@ func Options(moduleNames ...string) manager.Options {
 	return opts
 }
 
-// Infra, Machinepool, IPAM and RuntimeExt return the modules with their
-// default options.
-func Infra() modules.Module       { return infra.New(infra.DefaultOptions()) }
-func Machinepool() modules.Module { return machinepool.New(machinepool.DefaultOptions()) }
-func IPAM() modules.Module        { return ipam.New(ipam.DefaultOptions()) }
-func RuntimeExt() modules.Module  { return runtimeext.New(runtimeext.DefaultOptions()) }
+// Infra, IPAM and RuntimeExt return the modules with their default options.
+func Infra() *infra.Module       { return infra.New(infra.DefaultOptions()) }
+func IPAM() modules.Module       { return ipam.New(ipam.DefaultOptions()) }
+func RuntimeExt() modules.Module { return runtimeext.New(runtimeext.DefaultOptions()) }
+
+// Machinepool returns the machinepool module with its default options,
+// beside infraModule, whose MonolithMachine controller reconciles its
+// instances (infraModule is set up before it on the same manager).
+func Machinepool(infraModule *infra.Module) modules.Module {
+	return machinepool.New(infraModule.Machines(), machinepool.DefaultOptions())
+}
 
 // Start builds the manager of mods with opts against cfg, starts it, and
 // returns a function that stops it and fails the test if it stopped with an
@@ -73,7 +78,10 @@ func Start(t *testing.T, cfg *rest.Config, opts manager.Options, mods ...modules
 }
 
 // All returns the four modules with their default options.
-func All() []modules.Module { return []modules.Module{Infra(), Machinepool(), IPAM(), RuntimeExt()} }
+func All() []modules.Module {
+	infraModule := Infra()
+	return []modules.Module{infraModule, Machinepool(infraModule), IPAM(), RuntimeExt()}
+}
 
 // BindFlags binds the manager's flags and every module's to fs, as the
 // binary does, for tests that check command lines written elsewhere (the

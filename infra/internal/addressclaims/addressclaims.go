@@ -32,15 +32,38 @@ import (
 // index-th pool.
 func ClaimName(machine string, index int) string { return fmt.Sprintf("%s-%d", machine, index) }
 
+// Result is what Reconcile found.
+type Result struct {
+	// Static are the claimed addresses, once Ready.
+	Static []backend.StaticAddress
+	// Ready is true once every claim is fulfilled, or at once for a
+	// machine that names no pool.
+	Ready bool
+	// Progress says how the claims stand, for the machine's
+	// IPAddressesClaimed condition; nil for a machine that names no pool
+	// (it gets no condition).
+	Progress *Progress
+}
+
+// Progress is how a machine's claims stand.
+type Progress struct {
+	// Claimed is true once every claim is fulfilled.
+	Claimed bool
+	// Reason and Message say why not yet: v1alpha1.WaitingForIPAddressesReason,
+	// the IPAM provider's reason for a claim it cannot serve, or
+	// v1alpha1.FailedReason.
+	Reason, Message string
+}
+
 // Reconcile makes one IPAddressClaim per pool the machine names and returns
-// the addresses once every claim is fulfilled (ready). It records progress
-// in the machine's IPAddressesClaimed condition; a machine that names no
-// pool is ready at once and gets no condition.
-func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) (static []backend.StaticAddress, ready bool, err error) {
+// the addresses once every claim is fulfilled (ready), with how the claims
+// stand.
+func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) (Result, error) {
 	pools := mm.Spec.AddressesFromPools
 	if len(pools) == 0 {
-		return nil, true, nil
+		return Result{Ready: true}, nil
 	}
+	var static []backend.StaticAddress
 	pending := 0
 	// blocked is why the first waiting claim cannot be served, as the
 	// IPAM provider says on it (PoolExhausted, PoolNotReady, ...): shown
@@ -54,13 +77,13 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		if apierrors.IsNotFound(err) {
 			claim = newClaim(mm, cluster, key.Name, ipamv1.IPPoolReference{APIGroup: ptr.Deref(pool.APIGroup, ""), Kind: pool.Kind, Name: pool.Name})
 			if err := c.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, false, fmt.Errorf("failed to create IPAddressClaim %s: %w", key.Name, err)
+				return Result{}, fmt.Errorf("failed to create IPAddressClaim %s: %w", key.Name, err)
 			}
 			pending++
 			continue
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
+			return Result{}, fmt.Errorf("failed to get IPAddressClaim %s: %w", key.Name, err)
 		}
 		if !ownedBy(claim, mm) {
 			if !claim.DeletionTimestamp.IsZero() {
@@ -71,8 +94,7 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 			}
 			// Never use (or later delete) what another object claimed.
 			msg := fmt.Sprintf("IPAddressClaim %s exists and belongs to another object; delete it or rename the machine", key.Name)
-			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, msg)
-			return nil, false, errors.New(msg)
+			return failed(msg), errors.New(msg)
 		}
 		if !claim.DeletionTimestamp.IsZero() {
 			// Our claim is being deleted while the machine lives: its
@@ -80,7 +102,7 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 			// Before the node exists, let it go and claim again.
 			if mm.Spec.ProviderID == "" {
 				if err := removeFinalizer(ctx, c, claim); err != nil {
-					return nil, false, err
+					return Result{}, err
 				}
 			}
 			pending++
@@ -99,26 +121,26 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 				pending++
 				continue
 			}
-			return nil, false, fmt.Errorf("failed to get IPAddress %s: %w", claim.Status.AddressRef.Name, err)
+			return Result{}, fmt.Errorf("failed to get IPAddress %s: %w", claim.Status.AddressRef.Name, err)
 		}
 		s, err := staticAddress(address)
 		if err != nil {
-			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
-			return nil, false, nil
+			return failed(err.Error()), nil
 		}
 		static = append(static, s)
 	}
 	if pending > 0 {
 		waiting := fmt.Sprintf("Waiting for %d of %d IP addresses", pending, len(pools))
 		if blocked != nil {
-			setCondition(mm, metav1.ConditionFalse, blocked.Reason, fmt.Sprintf("%s; %s", blocked.Message, waiting))
-			return nil, false, nil
+			return Result{Progress: &Progress{Reason: blocked.Reason, Message: fmt.Sprintf("%s; %s", blocked.Message, waiting)}}, nil
 		}
-		setCondition(mm, metav1.ConditionFalse, v1alpha1.WaitingForIPAddressesReason, waiting)
-		return nil, false, nil
+		return Result{Progress: &Progress{Reason: v1alpha1.WaitingForIPAddressesReason, Message: waiting}}, nil
 	}
-	setCondition(mm, metav1.ConditionTrue, v1alpha1.ClaimedReason, "")
-	return static, true, nil
+	return Result{Static: static, Ready: true, Progress: &Progress{Claimed: true}}, nil
+}
+
+func failed(message string) Result {
+	return Result{Progress: &Progress{Reason: v1alpha1.FailedReason, Message: message}}
 }
 
 // whyWaiting returns the reason and message to show for a claim its IPAM
@@ -136,11 +158,6 @@ func whyWaiting(claim *ipamv1.IPAddressClaim) *metav1.Condition {
 		detail = fmt.Sprintf("pool %s %s", claim.Spec.PoolRef.Kind, claim.Spec.PoolRef.Name)
 	}
 	return &metav1.Condition{Reason: cond.Reason, Message: fmt.Sprintf("IPAddressClaim %s: %s: %s", claim.Name, cond.Reason, detail)}
-}
-
-func setCondition(mm *v1alpha1.MonolithMachine, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(mm, metav1.Condition{Type: v1alpha1.IPAddressesClaimedCondition, Status: status,
-		Reason: reason, Message: message, ObservedGeneration: mm.Generation})
 }
 
 func newClaim(mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, name string, pool ipamv1.IPPoolReference) *ipamv1.IPAddressClaim {

@@ -70,11 +70,11 @@ func TestAClaimOfAnotherObjectIsNeitherUsedNorReleased(t *testing.T) {
 	c := newClient(t, foreign)
 	mm := machine("now")
 
-	static, ready, err := addressclaims.Reconcile(ctx, c, mm, cluster)
+	res, err := addressclaims.Reconcile(ctx, c, mm, cluster)
 	g.Expect(err).To(MatchError(ContainSubstring("IPAddressClaim m-0 exists and belongs to another object")))
-	g.Expect(ready).To(BeFalse())
-	g.Expect(static).To(BeEmpty())
-	g.Expect(conditions.GetReason(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal(v1alpha1.FailedReason))
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Static).To(BeEmpty())
+	g.Expect(res.Progress.Reason).To(Equal(v1alpha1.FailedReason))
 
 	g.Expect(addressclaims.Release(ctx, c, mm)).To(Succeed())
 	got := &ipamv1.IPAddressClaim{}
@@ -89,15 +89,15 @@ func TestADeletingClaimIsNotUsed(t *testing.T) {
 	ctx := context.Background()
 
 	c := newClient(t, claimOf("earlier", true))
-	_, ready, err := addressclaims.Reconcile(ctx, c, machine("now"), cluster)
+	res, err := addressclaims.Reconcile(ctx, c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse(), "waits for the earlier machine's claim to go")
+	g.Expect(res.Ready).To(BeFalse(), "waits for the earlier machine's claim to go")
 
 	ours := claimOf("now", true)
 	c = newClient(t, ours)
-	_, ready, err = addressclaims.Reconcile(ctx, c, machine("now"), cluster)
+	res, err = addressclaims.Reconcile(ctx, c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse(), "the address of a deleting claim is not used")
+	g.Expect(res.Ready).To(BeFalse(), "the address of a deleting claim is not used")
 	got := &ipamv1.IPAddressClaim{}
 	err = c.Get(ctx, client.ObjectKeyFromObject(ours), got)
 	if !apierrors.IsNotFound(err) {
@@ -110,11 +110,11 @@ func TestADeletingClaimIsNotUsed(t *testing.T) {
 func TestOurClaimIsUsed(t *testing.T) {
 	g := NewWithT(t)
 	c := newClient(t, claimOf("now", false))
-	static, ready, err := addressclaims.Reconcile(context.Background(), c, machine("now"), cluster)
+	res, err := addressclaims.Reconcile(context.Background(), c, machine("now"), cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeTrue())
-	g.Expect(static).To(HaveLen(1))
-	g.Expect(static[0].Address.String()).To(Equal("10.0.0.5"))
+	g.Expect(res.Ready).To(BeTrue())
+	g.Expect(res.Static).To(HaveLen(1))
+	g.Expect(res.Static[0].Address.String()).To(Equal("10.0.0.5"))
 }
 
 // A claim its IPAM provider cannot serve shows why on the machine: the
@@ -133,13 +133,12 @@ func TestAnExhaustedPoolShowsOnTheMachineWithItsReasonAndName(t *testing.T) {
 		Reason: ipamv1.IPAddressClaimReadyPoolExhaustedReason, Message: "MonolithIPPool ns/full has no free address"})
 	c := newClient(t, claimOf("now", false), waiting)
 
-	_, ready, err := addressclaims.Reconcile(context.Background(), c, mm, cluster)
+	res, err := addressclaims.Reconcile(context.Background(), c, mm, cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse())
-	cond := conditions.Get(mm, v1alpha1.IPAddressesClaimedCondition)
-	g.Expect(cond).NotTo(BeNil())
-	g.Expect(cond.Reason).To(Equal("PoolExhausted"))
-	g.Expect(cond.Message).To(Equal("IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"))
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Progress).NotTo(BeNil())
+	g.Expect(res.Progress.Reason).To(Equal("PoolExhausted"))
+	g.Expect(res.Progress.Message).To(Equal("IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"))
 }
 
 // A claim its provider has not looked at yet is only counted.
@@ -148,9 +147,9 @@ func TestAClaimNotLookedAtYetIsOnlyCounted(t *testing.T) {
 	fresh := claimOf("now", false)
 	fresh.Status.AddressRef = ipamv1.IPAddressReference{}
 	mm := machine("now")
-	_, ready, err := addressclaims.Reconcile(context.Background(), newClient(t, fresh), mm, cluster)
+	res, err := addressclaims.Reconcile(context.Background(), newClient(t, fresh), mm, cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ready).To(BeFalse())
-	g.Expect(conditions.GetReason(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal(v1alpha1.WaitingForIPAddressesReason))
-	g.Expect(conditions.GetMessage(mm, v1alpha1.IPAddressesClaimedCondition)).To(Equal("Waiting for 1 of 1 IP addresses"))
+	g.Expect(res.Ready).To(BeFalse())
+	g.Expect(res.Progress.Reason).To(Equal(v1alpha1.WaitingForIPAddressesReason))
+	g.Expect(res.Progress.Message).To(Equal("Waiting for 1 of 1 IP addresses"))
 }

@@ -1,8 +1,9 @@
 // Package bootstrap runs a machine's bootstrap data on its node as a
-// background task (infra/tasks), once, and reports it in the machine's
-// BootstrapExecSucceeded condition: progress while it runs, the reason when
-// it fails, a retry after RetryAfter. Single machines (infra) and machine
-// pool instances (machinepool) share it.
+// background task (infra/tasks), once, and reports how it goes (Progress:
+// progress while it runs, the reason when it fails, a retry after
+// RetryAfter), from which the machine reconciler derives the
+// BootstrapExecSucceeded condition. Single machines (infra) and machine pool
+// instances (machinepool) share it.
 package bootstrap
 
 import (
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,12 +47,23 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// Progress is how the bootstrap of a node stands.
+type Progress struct {
+	// Succeeded is true once the bootstrap data ran to its end.
+	Succeeded bool
+	// Reason and Message say why not yet: v1alpha1.RunningReason with the
+	// task's progress, v1alpha1.InvalidBootstrapDataReason or
+	// v1alpha1.FailedReason with the error.
+	Reason, Message string
+}
+
 // Reconcile starts the bootstrap of mm's node, or reports how it goes. The
 // task is keyed by mm's UID, so that a deleted and re-created machine starts
-// afresh.
-func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) (ctrl.Result, error) {
+// afresh. A machine whose BootstrapExecSucceeded condition is already True
+// (the record of an earlier reconcile) is not bootstrapped again.
+func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) (Progress, ctrl.Result, error) {
 	if conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
-		return ctrl.Result{}, nil
+		return Progress{Succeeded: true}, ctrl.Result{}, nil
 	}
 	key := string(mm.UID)
 	state, ok := opts.Tasks.State(key)
@@ -60,9 +71,8 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 	case !ok:
 		data, err := Data(ctx, opts.Client, mm.Namespace, opts.SecretName)
 		if err != nil {
-			setCondition(mm, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
 			// An error: the controller retries with exponential backoff.
-			return ctrl.Result{}, err
+			return failed(err), ctrl.Result{}, err
 		}
 		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node")
 		b, node, timeout := opts.Backend, opts.Node, opts.Timeout
@@ -78,25 +88,32 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 			}
 			return err
 		})
-		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, "Starting")
+		return Progress{Reason: v1alpha1.RunningReason, Message: "Starting"}, ctrl.Result{}, nil
 	case state.Running:
-		setCondition(mm, metav1.ConditionFalse, v1alpha1.RunningReason, state.Progress)
+		return Progress{Reason: v1alpha1.RunningReason, Message: state.Progress}, ctrl.Result{}, nil
 	case state.Err != nil:
-		reason := v1alpha1.FailedReason
-		if errors.Is(state.Err, backend.ErrInvalidBootstrapData) {
-			reason = v1alpha1.InvalidBootstrapDataReason
-		}
-		setCondition(mm, metav1.ConditionFalse, reason, state.Err.Error())
 		if wait := time.Until(state.Finished.Add(RetryAfter)); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
+			return taskFailed(state.Err), ctrl.Result{RequeueAfter: wait}, nil
 		}
 		opts.Tasks.Forget(key)
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return taskFailed(state.Err), ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
-		setCondition(mm, metav1.ConditionTrue, v1alpha1.SucceededReason, "")
 		opts.Tasks.Forget(key)
+		return Progress{Succeeded: true}, ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, nil
+}
+
+func failed(err error) Progress {
+	return Progress{Reason: v1alpha1.FailedReason, Message: err.Error()}
+}
+
+// taskFailed is the progress of a run that failed: bootstrap data the node
+// cannot run says so (InvalidBootstrapData), anything else is Failed.
+func taskFailed(err error) Progress {
+	if errors.Is(err, backend.ErrInvalidBootstrapData) {
+		return Progress{Reason: v1alpha1.InvalidBootstrapDataReason, Message: err.Error()}
+	}
+	return failed(err)
 }
 
 // Data reads a bootstrap data Secret: keys value and format (default
@@ -115,11 +132,4 @@ func Data(ctx context.Context, c client.Reader, namespace, name string) (backend
 		format = "cloud-config"
 	}
 	return backend.BootstrapData{Value: value, Format: format}, nil
-}
-
-func setCondition(mm *v1alpha1.MonolithMachine, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(mm, metav1.Condition{
-		Type: v1alpha1.BootstrapExecSucceededCondition, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: mm.Generation,
-	})
 }

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"sigs.k8s.io/cluster-api/util/conditions"
-
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
@@ -43,21 +41,19 @@ func TestABootstrapRunStopsAtItsDeadline(t *testing.T) {
 
 	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
 	opts := bootstrap.Options{Client: reader, Tasks: tasks.New(ctx), Backend: b, Node: node, SecretName: secret.Name, Timeout: 200 * time.Millisecond}
-	_, err = bootstrap.Reconcile(ctx, mm, opts)
+	progress, _, err := bootstrap.Reconcile(ctx, mm, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(conditions.GetReason(mm, v1alpha1.BootstrapExecSucceededCondition)).To(Equal(v1alpha1.RunningReason))
+	g.Expect(progress.Reason).To(Equal(v1alpha1.RunningReason))
 
 	g.Eventually(func() bool {
 		state, ok := opts.Tasks.State(string(mm.UID))
 		return ok && !state.Running
 	}).WithTimeout(10 * time.Second).Should(BeTrue())
-	_, err = bootstrap.Reconcile(context.Background(), mm, opts)
+	progress, _, err = bootstrap.Reconcile(context.Background(), mm, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	cond := conditions.Get(mm, v1alpha1.BootstrapExecSucceededCondition)
-	g.Expect(cond).NotTo(BeNil())
-	g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(cond.Reason).To(Equal(v1alpha1.FailedReason))
-	g.Expect(cond.Message).To(Equal("bootstrap did not finish within 200ms"))
+	g.Expect(progress.Succeeded).To(BeFalse())
+	g.Expect(progress.Reason).To(Equal(v1alpha1.FailedReason))
+	g.Expect(progress.Message).To(Equal("bootstrap did not finish within 200ms"))
 }
 
 // Bootstrap data that inflates past the bound (issue 28: a write_files
@@ -88,17 +84,15 @@ func TestBootstrapDataPastTheBoundIsNeverBootstrapped(t *testing.T) {
 
 	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
 	opts := bootstrap.Options{Client: reader, Tasks: tasks.New(ctx), Backend: b, Node: node, SecretName: secret.Name}
-	_, err = bootstrap.Reconcile(ctx, mm, opts)
+	_, _, err = bootstrap.Reconcile(ctx, mm, opts)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() bool {
 		state, ok := opts.Tasks.State(string(mm.UID))
 		return ok && !state.Running
 	}).WithTimeout(10 * time.Second).Should(BeTrue())
-	_, err = bootstrap.Reconcile(ctx, mm, opts)
+	progress, _, err := bootstrap.Reconcile(ctx, mm, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	cond := conditions.Get(mm, v1alpha1.BootstrapExecSucceededCondition)
-	g.Expect(cond).NotTo(BeNil())
-	g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(cond.Reason).To(Equal(v1alpha1.InvalidBootstrapDataReason))
-	g.Expect(cond.Message).To(ContainSubstring("decompresses to more than"))
+	g.Expect(progress.Succeeded).To(BeFalse())
+	g.Expect(progress.Reason).To(Equal(v1alpha1.InvalidBootstrapDataReason))
+	g.Expect(progress.Message).To(ContainSubstring("decompresses to more than"))
 }

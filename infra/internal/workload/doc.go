@@ -1,8 +1,10 @@
 // Package workload is the root of the workload Kubernetes API that every
-// inMemory cluster will answer (issue 18): store holds a cluster's objects;
-// apiserver serves them over HTTP with Kubernetes semantics, its TLS helper
+// inMemory cluster answers: store holds a cluster's objects; apiserver
+// serves them over HTTP with Kubernetes semantics, its TLS helper
 // authenticating clients by the cluster CA; etcd answers the etcd v3 gRPC
 // KubeadmControlPlane asks for, reached through apiserver's
-// pods/portforward. Nothing here is wired into the inMemory backend yet;
+// pods/portforward; kubeadm registers a node as kubeadm and the kubelet
+// would; hosting serves one listener per cluster. The inMemory backend
+// (infra/internal/backend/inmemory) enters it through hosting and kubeadm;
 // see docs/workload-api.md.
 package workload

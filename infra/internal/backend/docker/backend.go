@@ -20,18 +20,10 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
-// Labels the backend puts on what it creates, so that it finds them again.
+// Labels the backend puts on what it creates, so that it finds them again,
+// besides the contract labels of v1alpha1 (DockerLabelClusterNamespace,
+// DockerLabelClusterName, DockerLabelMachine, DockerLabelRole).
 const (
-	// LabelClusterNamespace is the namespace of the Cluster a container
-	// belongs to.
-	LabelClusterNamespace = "capi-monolith.dev/cluster-namespace"
-	// LabelClusterName is the name of the Cluster a container belongs to.
-	LabelClusterName = "capi-monolith.dev/cluster-name"
-	// LabelMachine is the machine (or machine pool instance) a node
-	// container is.
-	LabelMachine = "capi-monolith.dev/machine"
-	// LabelRole is RoleControlPlane, RoleWorker or RoleLoadBalancer.
-	LabelRole = "capi-monolith.dev/role"
 	// LabelFailureDomain is the failure domain a node container was placed
 	// in (absent for none).
 	LabelFailureDomain = "capi-monolith.dev/failure-domain"
@@ -46,13 +38,6 @@ const (
 	// management clusters on one Docker Engine never find, adopt or delete
 	// each other's objects, whatever their namespace and cluster names.
 	LabelManagementCluster = "capi-monolith.dev/management-cluster"
-
-	// RoleControlPlane marks control-plane node containers.
-	RoleControlPlane = "control-plane"
-	// RoleWorker marks worker node containers.
-	RoleWorker = "worker"
-	// RoleLoadBalancer marks load-balancer containers.
-	RoleLoadBalancer = "load-balancer"
 
 	// CreatedByValue is the value of LabelCreatedBy.
 	CreatedByValue = "capi-monolith"
@@ -78,9 +63,6 @@ const (
 	// APIServerPort is the port of the API server in the nodes and of the
 	// load balancer's frontend.
 	APIServerPort = 6443
-	// ProviderIDPrefix starts the provider ID of every node:
-	// docker:////<container name>, as CAPD spells it.
-	ProviderIDPrefix = "docker:////"
 )
 
 // DefaultNodeBinds are bound into node containers when Options.NodeBinds is
@@ -291,8 +273,8 @@ func (b *Backend) ownLabels() map[string]string {
 // finds them: only this management cluster's.
 func (b *Backend) clusterLabels(cluster backend.ClusterRef) map[string]string {
 	l := b.ownLabels()
-	l[LabelClusterNamespace] = cluster.Namespace
-	l[LabelClusterName] = cluster.Name
+	l[v1alpha1.DockerLabelClusterNamespace] = cluster.Namespace
+	l[v1alpha1.DockerLabelClusterName] = cluster.Name
 	return l
 }
 

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
@@ -70,7 +71,7 @@ func (b *Backend) ListNodes(ctx context.Context, cluster backend.ClusterRef) ([]
 	}
 	var nodes []backend.MachineRef
 	for _, item := range items {
-		if name := item.Labels[LabelMachine]; name != "" && item.Labels[LabelRole] != RoleLoadBalancer {
+		if name := item.Labels[v1alpha1.DockerLabelMachine]; name != "" && item.Labels[v1alpha1.DockerLabelRole] != v1alpha1.DockerRoleLoadBalancer {
 			nodes = append(nodes, backend.MachineRef{Cluster: cluster, Name: name})
 		}
 	}
@@ -95,7 +96,7 @@ func (b *Backend) DeleteCluster(ctx context.Context, cluster backend.ClusterRef)
 				}
 			}
 		}
-		log.Info("Deleting container", "container", item.Names, "role", item.Labels[LabelRole])
+		log.Info("Deleting container", "container", item.Names, "role", item.Labels[v1alpha1.DockerLabelRole])
 		if err := b.removeContainer(ctx, item.ID); err != nil {
 			return err
 		}

@@ -10,13 +10,14 @@
 //     static addresses from IP pools can be used on it. Networks the backend
 //     created carry LabelCreatedBy; only those are ever removed, and only
 //     when no container is attached any more.
-//   - Per cluster a load-balancer container (LabelRole "load-balancer")
-//     running haproxy (default image DefaultLoadBalancerImage). Its
-//     configuration, /usr/local/etc/haproxy/haproxy.cfg, is rendered by
-//     RenderHAProxyConfig from the control-plane node containers found by
-//     label and their current addresses, written with the archive API (the
-//     kindest/haproxy image has no shell) and reloaded with SIGHUP (haproxy
-//     runs in master-worker mode). It is re-rendered on every
+//   - Per cluster a load-balancer container (v1alpha1.DockerLabelRole
+//     "load-balancer") running haproxy (default image
+//     DefaultLoadBalancerImage). Its configuration,
+//     /usr/local/etc/haproxy/haproxy.cfg, is rendered by RenderHAProxyConfig
+//     from the control-plane node containers found by label and their
+//     current addresses, written with the archive API (the kindest/haproxy
+//     image has no shell) and reloaded with SIGHUP (haproxy runs in
+//     master-worker mode). It is re-rendered on every
 //     ReconcileCluster and whenever a control-plane node is ensured or
 //     deleted, so addresses that changed after a Docker restart are picked up.
 //     A load balancer or node that stopped (`docker kill`, which Docker's
@@ -28,13 +29,14 @@
 //     kindest/node:<Machine version>), privileged and with the mounts kind
 //     uses, with a static address when an IP pool gave one.
 //
-// Every container carries LabelClusterNamespace, LabelClusterName and
-// LabelRole (nodes also LabelMachine). The backend finds what it made by
-// those labels, never by a name or an object's status, so a restarted
-// manager (or one after `clusterctl move`) adopts the containers it finds;
-// Docker's unique container names make a second creation fail rather than
-// duplicate a node. DeleteCluster removes every container with the cluster's
-// labels, leftovers included.
+// Every container carries the labels v1alpha1 names for the docker backend
+// (DockerLabelClusterNamespace, DockerLabelClusterName, DockerLabelRole; nodes
+// also DockerLabelMachine). The backend finds what it made by those labels,
+// never by a name or an object's status, so a restarted manager (or one
+// after `clusterctl move`) adopts the containers it finds; Docker's unique
+// container names make a second creation fail rather than duplicate a node.
+// DeleteCluster removes every container with the cluster's labels, leftovers
+// included.
 //
 // # One Engine, several management clusters
 //

@@ -44,7 +44,7 @@ func TestReconcileClusterCreatesTheNetworkAndAReachableLoadBalancer(t *testing.T
 	g.Expect(n.Labels).To(HaveKeyWithValue(LabelCreatedBy, CreatedByValue))
 	info := toNetworkInfo(n)
 
-	lbs := env.containers(g, ctx, map[string]string{LabelRole: RoleLoadBalancer})
+	lbs := env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelRole: v1alpha1.DockerRoleLoadBalancer})
 	g.Expect(lbs).To(HaveLen(1))
 	lb := env.loadBalancer(g, ctx)
 	g.Expect(lb.State.Running).To(BeTrue())
@@ -76,7 +76,7 @@ func TestReconcileClusterCreatesTheNetworkAndAReachableLoadBalancer(t *testing.T
 	again, err := b.ReconcileCluster(ctx, env.clusterSpec())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again).To(Equal(status))
-	g.Expect(env.containers(g, ctx, map[string]string{LabelRole: RoleLoadBalancer})).To(HaveLen(1))
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelRole: v1alpha1.DockerRoleLoadBalancer})).To(HaveLen(1))
 	g.Expect(env.loadBalancer(g, ctx).ID).To(Equal(lb.ID))
 	g.Expect(b.LoadBalancerHostPort(ctx, env.cluster)).To(Equal(hostPort))
 }
@@ -127,14 +127,14 @@ func TestEnsureNodeCreatesOneContainerPerMachine(t *testing.T) {
 	g.Expect(node.Addresses).To(ContainElement(HaveField("Address", name)))
 
 	c := env.nodeContainer(g, ctx, "worker-1")
-	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelRole, RoleWorker))
-	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelMachine, "worker-1"))
+	g.Expect(c.Config.Labels).To(HaveKeyWithValue(v1alpha1.DockerLabelRole, v1alpha1.DockerRoleWorker))
+	g.Expect(c.Config.Labels).To(HaveKeyWithValue(v1alpha1.DockerLabelMachine, "worker-1"))
 	g.Expect(env.networkInfo(g, ctx).contains(addressOn(c, env.network))).To(BeTrue())
 
 	again, err := b.EnsureNode(ctx, env.nodeSpec("worker-1", false))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again).To(Equal(node), "a second call returns the same node")
-	g.Expect(env.containers(g, ctx, map[string]string{LabelMachine: "worker-1"})).To(HaveLen(1), "exactly one container per machine")
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelMachine: "worker-1"})).To(HaveLen(1), "exactly one container per machine")
 }
 
 func TestEnsureNodeConcurrentCallsMakeOneContainer(t *testing.T) {
@@ -166,7 +166,7 @@ func TestEnsureNodeConcurrentCallsMakeOneContainer(t *testing.T) {
 		g.Expect(errs[i]).NotTo(HaveOccurred())
 		g.Expect(ids[i]).To(Equal(ids[0]))
 	}
-	g.Expect(env.containers(g, ctx, map[string]string{LabelMachine: "racy"})).To(HaveLen(1))
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelMachine: "racy"})).To(HaveLen(1))
 }
 
 func TestEnsureNodeHonoursStaticAddresses(t *testing.T) {
@@ -198,7 +198,7 @@ func TestEnsureNodeHonoursStaticAddresses(t *testing.T) {
 			ContainSubstring("outside the subnets"),
 			ContainSubstring(env.network),
 		)))
-		g.Expect(env.containers(g, ctx, map[string]string{LabelMachine: "outside"})).To(BeEmpty())
+		g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelMachine: "outside"})).To(BeEmpty())
 	})
 }
 
@@ -399,7 +399,7 @@ func TestDeleteNodeAndDeleteClusterLeaveNothingBehind(t *testing.T) {
 	g.Expect(env.containers(g, ctx, nil)).To(HaveLen(3))
 
 	g.Expect(b.DeleteNode(ctx, env.machine("worker"))).To(Succeed())
-	g.Expect(env.containers(g, ctx, map[string]string{LabelMachine: "worker"})).To(BeEmpty())
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelMachine: "worker"})).To(BeEmpty())
 	g.Expect(b.DeleteNode(ctx, env.machine("worker"))).To(Succeed(), "deleting a deleted node is fine")
 
 	g.Expect(b.DeleteCluster(ctx, env.cluster)).To(Succeed())
@@ -537,9 +537,9 @@ func TestARestartedManagerAdoptsTheContainersItFinds(t *testing.T) {
 	g.Expect(node.ProviderID).To(Equal(cpNode.ProviderID))
 	g.Expect(node.Provisioned).To(BeTrue(), "the adopted node is started again")
 
-	g.Expect(env.containers(g, ctx, map[string]string{LabelRole: RoleLoadBalancer})).To(HaveLen(1))
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelRole: v1alpha1.DockerRoleLoadBalancer})).To(HaveLen(1))
 	g.Expect(env.loadBalancer(g, ctx).ID).To(Equal(lb.ID))
-	g.Expect(env.containers(g, ctx, map[string]string{LabelMachine: "cp"})).To(HaveLen(1))
+	g.Expect(env.containers(g, ctx, map[string]string{v1alpha1.DockerLabelMachine: "cp"})).To(HaveLen(1))
 	g.Expect(env.nodeContainer(g, ctx, "cp").ID).To(Equal(cp.ID))
 	cfg := env.sh(g, ctx, lb.ID, "cat "+HAProxyConfigPath)
 	g.Expect(strings.Count(cfg, "  server ")).To(Equal(1))

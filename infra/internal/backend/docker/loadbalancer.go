@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
 
@@ -28,7 +29,7 @@ var apiServerPort = network.MustParsePort(strconv.Itoa(APIServerPort) + "/tcp")
 // loadBalancerLabels are the labels of a cluster's load balancer.
 func (b *Backend) loadBalancerLabels(cluster backend.ClusterRef) map[string]string {
 	l := b.clusterLabels(cluster)
-	l[LabelRole] = RoleLoadBalancer
+	l[v1alpha1.DockerLabelRole] = v1alpha1.DockerRoleLoadBalancer
 	return l
 }
 
@@ -196,7 +197,7 @@ func (b *Backend) createLoadBalancer(ctx context.Context, want lbCreate) (contai
 func (b *Backend) pinLoadBalancer(ctx context.Context, c container.InspectResponse) (container.InspectResponse, error) {
 	labels := c.Config.Labels
 	want := lbCreate{
-		cluster: backend.ClusterRef{Namespace: labels[LabelClusterNamespace], Name: labels[LabelClusterName]},
+		cluster: backend.ClusterRef{Namespace: labels[v1alpha1.DockerLabelClusterNamespace], Name: labels[v1alpha1.DockerLabelClusterName]},
 		network: labels[LabelNetwork],
 		image:   c.Config.Image,
 		pinned:  true,
@@ -230,7 +231,7 @@ func (b *Backend) startLoadBalancer(ctx context.Context, lb container.InspectRes
 	if lb.State != nil && lb.State.Running {
 		return lb, nil
 	}
-	cluster := backend.ClusterRef{Namespace: lb.Config.Labels[LabelClusterNamespace], Name: lb.Config.Labels[LabelClusterName]}
+	cluster := backend.ClusterRef{Namespace: lb.Config.Labels[v1alpha1.DockerLabelClusterNamespace], Name: lb.Config.Labels[v1alpha1.DockerLabelClusterName]}
 	want, _, err := b.renderLoadBalancerConfig(ctx, cluster, lb.Config.Labels[LabelNetwork])
 	if err != nil {
 		return lb, err
@@ -246,7 +247,7 @@ func (b *Backend) startLoadBalancer(ctx context.Context, lb container.InspectRes
 // address on the load balancer's network.
 func (b *Backend) renderLoadBalancerConfig(ctx context.Context, cluster backend.ClusterRef, lbNetwork string) (string, int, error) {
 	labels := b.clusterLabels(cluster)
-	labels[LabelRole] = RoleControlPlane
+	labels[v1alpha1.DockerLabelRole] = v1alpha1.DockerRoleControlPlane
 	nodes, err := b.listContainers(ctx, labels)
 	if err != nil {
 		return "", 0, err

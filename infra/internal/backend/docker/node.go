@@ -19,7 +19,7 @@ import (
 // nodeLabels are the labels that find a machine's node container.
 func (b *Backend) nodeLabels(machine backend.MachineRef) map[string]string {
 	l := b.clusterLabels(machine.Cluster)
-	l[LabelMachine] = machine.Name
+	l[v1alpha1.DockerLabelMachine] = machine.Name
 	return l
 }
 
@@ -105,7 +105,7 @@ func (b *Backend) ensureNode(ctx context.Context, spec backend.NodeSpec) (backen
 // nodeFrom reports a node container.
 func nodeFrom(c container.InspectResponse) backend.Node {
 	name := containerNameOf(c)
-	node := backend.Node{ProviderID: ProviderIDPrefix + name}
+	node := backend.Node{ProviderID: v1alpha1.DockerProviderIDPrefix + name}
 	hostname := name
 	if c.Config != nil && c.Config.Hostname != "" {
 		hostname = c.Config.Hostname
@@ -154,9 +154,9 @@ func (b *Backend) createNode(ctx context.Context, spec backend.NodeSpec) (contai
 
 	labels := b.nodeLabels(m)
 	labels[LabelNetwork] = n.Name
-	labels[LabelRole] = RoleWorker
+	labels[v1alpha1.DockerLabelRole] = v1alpha1.DockerRoleWorker
 	if spec.ControlPlane {
-		labels[LabelRole] = RoleControlPlane
+		labels[v1alpha1.DockerLabelRole] = v1alpha1.DockerRoleControlPlane
 	}
 	endpoint := &network.EndpointSettings{}
 	if v4.IsValid() || v6.IsValid() {
@@ -262,7 +262,7 @@ func (b *Backend) DeleteNode(ctx context.Context, machine backend.MachineRef) er
 		if err := b.removeContainer(ctx, item.ID); err != nil {
 			return err
 		}
-		controlPlane = controlPlane || item.Labels[LabelRole] == RoleControlPlane
+		controlPlane = controlPlane || item.Labels[v1alpha1.DockerLabelRole] == v1alpha1.DockerRoleControlPlane
 	}
 	if controlPlane {
 		return b.refreshLoadBalancer(ctx, machine.Cluster)

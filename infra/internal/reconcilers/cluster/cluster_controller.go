@@ -8,21 +8,17 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -53,14 +49,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil || r.APIReader == nil {
 		return errors.New("cluster.Reconciler: Client and APIReader are required")
 	}
-	scaffold, err := reconcile.New(reconcile.Options[*v1alpha1.MonolithCluster]{
+	scaffold, err := scaffold.New(scaffold.OptionsWith[*v1alpha1.MonolithCluster, results]{
 		Client:    r.Client,
 		NewObject: func() *v1alpha1.MonolithCluster { return &v1alpha1.MonolithCluster{} },
 		Phases:    r,
 		Finalizer: v1alpha1.ClusterFinalizer,
 		// Cluster API sets the owner reference; the finalizer waits for it
 		// so that our patch never races core's server-side apply.
-		GetCluster:       reconcile.ClusterFromOwnerReference[*v1alpha1.MonolithCluster],
+		GetCluster:       scaffold.ClusterFromOwnerReference[*v1alpha1.MonolithCluster],
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{clusterv1.ReadyCondition, v1alpha1.LoadBalancerAvailableCondition},
@@ -80,85 +76,4 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			watch.ClusterToInfrastructure(ctx, mgr.GetClient(), v1alpha1.GroupVersion.WithKind("MonolithCluster"), &v1alpha1.MonolithCluster{}),
 			builder.WithPredicates(watch.ClusterEvents(mgr.GetScheme(), log, r.WatchFilterValue))).
 		Complete(scaffold)
-}
-
-// ReconcileNormal provisions the cluster's infrastructure.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
-	mc := s.Object
-	b, err := r.Backends.ForCluster(mc.Spec.Backend)
-	if err != nil {
-		setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
-		return ctrl.Result{}, fmt.Errorf("failed to pick the backend: %w", err)
-	}
-	status, err := b.ReconcileCluster(ctx, backend.ClusterSpec{
-		Cluster:  backend.ClusterRef{Namespace: s.Cluster.Namespace, Name: s.Cluster.Name},
-		Backend:  mc.Spec.Backend,
-		Endpoint: mc.Spec.ControlPlaneEndpoint,
-	})
-	if errors.Is(err, backend.ErrEndpointInUse) {
-		setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.WaitingForEndpointReason, err.Error())
-		ctrl.LoggerFrom(ctx).V(2).Info("Waiting for the recorded endpoint to be let go", "reason", err.Error())
-		return ctrl.Result{RequeueAfter: endpointRecheck}, nil
-	}
-	if err != nil {
-		setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.FailedReason, "Failed to provision the load balancer")
-		return ctrl.Result{}, fmt.Errorf("failed to provision the cluster infrastructure: %w", err)
-	}
-	if !mc.Spec.ControlPlaneEndpoint.IsValid() {
-		mc.Spec.ControlPlaneEndpoint = status.Endpoint
-	}
-	if err := r.deleteLeftoverNodes(ctx, b, clusterRef(mc, s.Cluster)); err != nil {
-		// Not a reason to hold the cluster back: logged, tried again on the
-		// next reconcile.
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete leftover nodes")
-	}
-	mc.Status.FailureDomains = mc.Spec.FailureDomains
-	mc.Status.Initialization.Provisioned = ptr.To(true)
-	setLoadBalancer(mc, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
-	return ctrl.Result{}, nil
-}
-
-// ReconcileDelete releases everything the backend made for the cluster.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) (ctrl.Result, error) {
-	mc := s.Object
-	setLoadBalancer(mc, metav1.ConditionFalse, v1alpha1.DeletingReason, "")
-	b, err := r.Backends.ForCluster(mc.Spec.Backend)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to pick the backend: %w", err)
-	}
-	ref := clusterRef(mc, s.Cluster)
-	ctrl.LoggerFrom(ctx).Info("Deleting cluster infrastructure")
-	if err := b.DeleteCluster(ctx, ref); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to delete the cluster infrastructure: %w", err)
-	}
-	return ctrl.Result{}, nil
-}
-
-// clusterRef names the backend's cluster; without the Cluster (deleted
-// first) the owner reference still names it.
-func clusterRef(mc *v1alpha1.MonolithCluster, cluster *clusterv1.Cluster) backend.ClusterRef {
-	if cluster != nil {
-		return backend.ClusterRef{Namespace: cluster.Namespace, Name: cluster.Name}
-	}
-	for _, ref := range mc.OwnerReferences {
-		if ref.Kind == "Cluster" {
-			return backend.ClusterRef{Namespace: mc.Namespace, Name: ref.Name}
-		}
-	}
-	return backend.ClusterRef{Namespace: mc.Namespace, Name: mc.Labels[clusterv1.ClusterNameLabel]}
-}
-
-// UpdateStatus summarises the backend's conditions into Ready.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithCluster]) {
-	if err := conditions.SetSummaryCondition(s.Object, s.Object, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{v1alpha1.LoadBalancerAvailableCondition}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
-	}
-}
-
-func setLoadBalancer(mc *v1alpha1.MonolithCluster, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(mc, metav1.Condition{
-		Type: v1alpha1.LoadBalancerAvailableCondition, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: mc.Generation,
-	})
 }

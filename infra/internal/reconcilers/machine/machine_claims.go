@@ -7,17 +7,12 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
-	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
-
-// ClaimName is the name of the IPAddressClaim a machine makes of its
-// index-th pool.
-func ClaimName(machine string, index int) string { return addressclaims.ClaimName(machine, index) }
 
 // reconcileClaims makes one IPAddressClaim per pool the machine names and
 // returns the addresses once every claim is fulfilled. The claim code is
 // shared with the machinepool module's instances (infra/addressclaims).
-func (r *Reconciler) reconcileClaims(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) ([]backend.StaticAddress, bool, error) {
+func (r *Reconciler) reconcileClaims(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) (addressclaims.Result, error) {
 	return addressclaims.Reconcile(ctx, r.Client, mm, cluster)
 }
 

@@ -25,7 +25,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -105,14 +105,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 
 // scaffold is the contract scaffold running the phases: one finalizer and
 // one status writer for every MonolithMachine, whatever its owner.
-func (r *Reconciler) scaffold() (*reconcile.Reconciler[*v1alpha1.MonolithMachine], error) {
+func (r *Reconciler) scaffold() (*scaffold.ReconcilerWith[*v1alpha1.MonolithMachine, results], error) {
 	r.owners.setBuiltin(machineOwner{client: r.Client})
-	return reconcile.New(reconcile.Options[*v1alpha1.MonolithMachine]{
+	return scaffold.New(scaffold.OptionsWith[*v1alpha1.MonolithMachine, results]{
 		Client:           r.Client,
 		NewObject:        func() *v1alpha1.MonolithMachine { return &v1alpha1.MonolithMachine{} },
 		Phases:           r,
 		Finalizer:        v1alpha1.MachineFinalizer,
-		GetCluster:       reconcile.ClusterFromLabel[*v1alpha1.MonolithMachine],
+		GetCluster:       scaffold.ClusterFromLabel[*v1alpha1.MonolithMachine],
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions: []string{clusterv1.ReadyCondition, v1alpha1.BackendMachineProvisionedCondition,

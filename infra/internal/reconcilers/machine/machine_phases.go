@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
@@ -31,12 +29,14 @@ const (
 const ownerNotHandledReason = "OwnerNotHandled"
 
 // ReconcileNormal drives the machine to a provisioned, bootstrapped node.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
-	mm := s.Object
+// It records what it finds in s.Results; UpdateStatus derives the
+// conditions and status fields from them.
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	mm, res := s.Object, &s.Results
 	r.removeLegacyFinalizers(mm)
 	owner := r.owners.of(mm)
 	if owner == nil {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, ownerNotHandledReason,
+		res.provisioning = scaffold.NotDone(ownerNotHandledReason,
 			"No enabled module handles the owner of this machine (a MachinePool instance needs the machinepool module)")
 		return ctrl.Result{}, nil
 	}
@@ -47,16 +47,16 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	if !facts.Found {
 		ctrl.LoggerFrom(ctx).Info("Waiting for the owning " + owner.Kind())
 		if facts.WaitingReason != "" {
-			setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, facts.WaitingReason, "")
+			res.provisioning = scaffold.NotDone(facts.WaitingReason, "")
 		}
 		return ctrl.Result{}, nil
 	}
 	if !ptr.Deref(s.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.WaitingForClusterInfrastructureReason, "")
+		res.provisioning = scaffold.NotDone(v1alpha1.WaitingForClusterInfrastructureReason, "")
 		return ctrl.Result{}, nil
 	}
 	if facts.BootstrapDataSecret == nil {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.WaitingForBootstrapDataReason, "")
+		res.provisioning = scaffold.NotDone(v1alpha1.WaitingForBootstrapDataReason, "")
 		return ctrl.Result{}, nil
 	}
 	mc, err := clusters.MonolithClusterOf(ctx, r.Client, s.Cluster)
@@ -65,11 +65,12 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	}
 	b, err := r.Backends.ForMachine(mm.Spec.Backend)
 	if err != nil {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+		res.provisioning = scaffold.NotDone(v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, err
 	}
-	static, ready, err := r.reconcileClaims(ctx, mm, s.Cluster)
-	if err != nil || !ready {
+	claims, err := r.reconcileClaims(ctx, mm, s.Cluster)
+	res.addresses = claims.Progress
+	if err != nil || !claims.Ready {
 		return ctrl.Result{}, err
 	}
 	ref := machineRef(mm)
@@ -82,7 +83,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 		Version:                 facts.Version,
 		FailureDomain:           failureDomain,
 		FailureDomainAttributes: failureDomainAttributes(mc, failureDomain),
-		StaticAddresses:         static,
+		StaticAddresses:         claims.Static,
 		Workload: backend.WorkloadSpec{
 			Endpoint: mc.Spec.ControlPlaneEndpoint,
 			Network:  s.Cluster.Spec.ClusterNetwork,
@@ -90,33 +91,33 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*v1
 	}
 	node, err := b.EnsureNode(ctx, spec)
 	if err != nil {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.FailedReason, err.Error())
+		res.provisioning = scaffold.NotDone(v1alpha1.FailedReason, err.Error())
 		return ctrl.Result{}, fmt.Errorf("failed to provision the node: %w", err)
 	}
 	if !node.Provisioned {
-		setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.RunningReason, "Waiting for the node to be created")
+		res.provisioning = scaffold.NotDone(v1alpha1.RunningReason, "Waiting for the node to be created")
 		return ctrl.Result{RequeueAfter: provisioningRecheck}, nil
 	}
 	// Reported as soon as the node exists, as for a real VM: bootstrap
 	// follows, and Cluster API waits for the Node for the rest.
 	mm.Spec.ProviderID = node.ProviderID
-	mm.Status.Addresses = node.Addresses
-	mm.Status.FailureDomain = node.FailureDomain
-	mm.Status.Initialization.Provisioned = ptr.To(true)
-	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionTrue, v1alpha1.ProvisionedReason, "")
-	res, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
+	res.node = &node
+	res.provisioning = &scaffold.Progress{Done: true}
+	bootstrapped, result, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
 		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *facts.BootstrapDataSecret,
 	})
-	if err != nil || !conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
-		return res, err
+	res.bootstrap = &bootstrapped
+	if err != nil || !bootstrapped.Succeeded {
+		return result, err
 	}
 	if registrar, ok := b.(backend.NodeRegistrar); ok {
 		data := func(ctx context.Context) (backend.BootstrapData, error) {
 			return bootstrap.Data(ctx, r.Client, mm.Namespace, *facts.BootstrapDataSecret)
 		}
-		return ctrl.Result{}, registerNode(ctx, mm, registrar, spec, node, data)
+		res.workloadNode, err = registerNode(ctx, registrar, spec, node, data)
+		return ctrl.Result{}, err
 	}
-	return r.reconcileWorkloadNode(ctx, mm, s.Cluster)
+	return r.reconcileWorkloadNode(ctx, s, node)
 }
 
 // removeLegacyFinalizers drops the finalizers earlier releases' second
@@ -130,9 +131,9 @@ func (r *Reconciler) removeLegacyFinalizers(mm *v1alpha1.MonolithMachine) {
 
 // ReconcileDelete cancels the bootstrap, deletes the node and releases the
 // machine's addresses.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	mm := s.Object
-	setCondition(mm, v1alpha1.BackendMachineProvisionedCondition, metav1.ConditionFalse, v1alpha1.DeletingReason, "")
+	s.Results.provisioning = scaffold.NotDone(v1alpha1.DeletingReason, "")
 	r.Tasks.Forget(string(mm.UID))
 	b, err := r.Backends.ForMachine(mm.Spec.Backend)
 	if err != nil {
@@ -155,10 +156,6 @@ func machineRef(mm *v1alpha1.MonolithMachine) backend.MachineRef {
 		Cluster: backend.ClusterRef{Namespace: mm.Namespace, Name: mm.Labels[clusterv1.ClusterNameLabel]},
 		Name:    mm.Name,
 	}
-}
-
-func setCondition(mm *v1alpha1.MonolithMachine, t string, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(mm, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: mm.Generation})
 }
 
 // machineFailureDomain is where the machine's node goes: the owning

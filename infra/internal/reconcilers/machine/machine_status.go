@@ -3,21 +3,88 @@ package machine
 import (
 	"context"
 
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
 )
 
-// UpdateStatus summarises the machine's conditions into Ready. The phases
-// record facts in their own conditions; Ready is set here only.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *reconcile.Scope[*v1alpha1.MonolithMachine]) {
-	if err := setReady(s.Object); err != nil {
+// scope is what one reconcile of one MonolithMachine knows.
+type scope = scaffold.ScopeWith[*v1alpha1.MonolithMachine, results]
+
+// results are what the phases of one reconcile found. A nil field: the
+// phases did not get that far, and what an earlier reconcile recorded stays.
+type results struct {
+	// provisioning is how the backend's node stands
+	// (BackendMachineProvisioned).
+	provisioning *scaffold.Progress
+	// node is the provisioned node.
+	node *backend.Node
+	// addresses is how the claims of IP addresses stand
+	// (IPAddressesClaimed); nil also for a machine that names no pool.
+	addresses *addressclaims.Progress
+	// bootstrap is how the bootstrap stands (BootstrapExecSucceeded).
+	bootstrap *bootstrap.Progress
+	// workloadNode is how the Node in the workload cluster stands
+	// (WorkloadNodeProviderIDSet).
+	workloadNode *scaffold.Progress
+}
+
+// UpdateStatus derives the machine's status fields and conditions from
+// what the phases found, then summarises the conditions into Ready. It is
+// the only place that sets them.
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *scope) {
+	mm, res := s.Object, s.Results
+	setNodeStatus(mm, res.node)
+	setBackendMachineProvisionedCondition(mm, res.provisioning)
+	setIPAddressesClaimedCondition(mm, res.addresses)
+	setBootstrapExecSucceededCondition(mm, res.bootstrap)
+	setWorkloadNodeProviderIDSetCondition(mm, res.workloadNode)
+	if err := setReady(mm); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
 	}
+}
+
+// setNodeStatus reports a provisioned node: its addresses, failure domain
+// and the provisioned flag Cluster API waits for.
+func setNodeStatus(mm *v1alpha1.MonolithMachine, node *backend.Node) {
+	if node == nil {
+		return
+	}
+	mm.Status.Addresses = node.Addresses
+	mm.Status.FailureDomain = node.FailureDomain
+	mm.Status.Initialization.Provisioned = ptr.To(true)
+}
+
+func setBackendMachineProvisionedCondition(mm *v1alpha1.MonolithMachine, p *scaffold.Progress) {
+	scaffold.SetProgressCondition(mm, v1alpha1.BackendMachineProvisionedCondition, v1alpha1.ProvisionedReason, p)
+}
+
+func setIPAddressesClaimedCondition(mm *v1alpha1.MonolithMachine, p *addressclaims.Progress) {
+	if p == nil {
+		return
+	}
+	scaffold.SetProgressCondition(mm, v1alpha1.IPAddressesClaimedCondition, v1alpha1.ClaimedReason,
+		&scaffold.Progress{Done: p.Claimed, Reason: p.Reason, Message: p.Message})
+}
+
+func setBootstrapExecSucceededCondition(mm *v1alpha1.MonolithMachine, p *bootstrap.Progress) {
+	if p == nil {
+		return
+	}
+	scaffold.SetProgressCondition(mm, v1alpha1.BootstrapExecSucceededCondition, v1alpha1.SucceededReason,
+		&scaffold.Progress{Done: p.Succeeded, Reason: p.Reason, Message: p.Message})
+}
+
+func setWorkloadNodeProviderIDSetCondition(mm *v1alpha1.MonolithMachine, p *scaffold.Progress) {
+	scaffold.SetProgressCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, v1alpha1.SetReason, p)
 }
 
 // setReady sets Ready from the provisioning, bootstrap and address

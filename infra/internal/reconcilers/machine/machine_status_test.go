@@ -4,12 +4,18 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
+	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
+	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
 )
 
 func TestSetReady(t *testing.T) {
@@ -59,4 +65,109 @@ func TestReadyCarriesWhyAnIPPoolCannotServeTheMachine(t *testing.T) {
 		Message: "IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"})
 	g.Expect(setReady(mm)).To(Succeed())
 	g.Expect(conditions.GetMessage(mm, clusterv1.ReadyCondition)).To(ContainSubstring("PoolExhausted: MonolithIPPool ns/full has no free address"))
+}
+
+func TestSetNodeStatus(t *testing.T) {
+	node := &backend.Node{
+		ProviderID:    "docker:////c-m",
+		Addresses:     []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: "c-m"}},
+		FailureDomain: "fd-a",
+		Provisioned:   true,
+	}
+	tests := []struct {
+		name string
+		node *backend.Node
+		want v1alpha1.MonolithMachineStatus
+	}{
+		{name: "no node found leaves the status as it was", want: v1alpha1.MonolithMachineStatus{FailureDomain: "before"}},
+		{name: "a provisioned node reports its addresses, failure domain and provisioned", node: node, want: v1alpha1.MonolithMachineStatus{
+			Addresses: node.Addresses, FailureDomain: "fd-a",
+			Initialization: v1alpha1.Initialization{Provisioned: ptr.To(true)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mm := &v1alpha1.MonolithMachine{Status: v1alpha1.MonolithMachineStatus{FailureDomain: "before"}}
+			setNodeStatus(mm, tt.node)
+			g.Expect(mm.Status).To(Equal(tt.want))
+		})
+	}
+}
+
+// conditionCase is one row of the tables of the condition setters: what a
+// phase found, and the condition it makes (nil: none set).
+type conditionCase[P any] struct {
+	name string
+	in   *P
+	want *metav1.Condition
+}
+
+func runConditionCases[P any](t *testing.T, conditionType string, set func(*v1alpha1.MonolithMachine, *P), tests []conditionCase[P]) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+			set(mm, tt.in)
+			got := conditions.Get(mm, conditionType)
+			if tt.want == nil {
+				g.Expect(got).To(BeNil())
+				return
+			}
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(*got).To(MatchFields(IgnoreExtras, Fields{
+				"Type": Equal(conditionType), "Status": Equal(tt.want.Status), "Reason": Equal(tt.want.Reason),
+				"Message": Equal(tt.want.Message), "ObservedGeneration": Equal(int64(3)),
+			}))
+		})
+	}
+}
+
+func TestSetBackendMachineProvisionedCondition(t *testing.T) {
+	runConditionCases(t, v1alpha1.BackendMachineProvisionedCondition, setBackendMachineProvisionedCondition, []conditionCase[scaffold.Progress]{
+		{name: "nothing found leaves the condition unset"},
+		{name: "a provisioned node is Provisioned", in: &scaffold.Progress{Done: true},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ProvisionedReason}},
+		{name: "waiting for the cluster's infrastructure says so", in: scaffold.NotDone(v1alpha1.WaitingForClusterInfrastructureReason, ""),
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForClusterInfrastructureReason}},
+		{name: "a node being created is Running with a message", in: scaffold.NotDone(v1alpha1.RunningReason, "Waiting for the node to be created"),
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.RunningReason, Message: "Waiting for the node to be created"}},
+		{name: "a failed backend call is Failed with the error", in: scaffold.NotDone(v1alpha1.FailedReason, "boom"),
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.FailedReason, Message: "boom"}},
+	})
+}
+
+func TestSetIPAddressesClaimedCondition(t *testing.T) {
+	runConditionCases(t, v1alpha1.IPAddressesClaimedCondition, setIPAddressesClaimedCondition, []conditionCase[addressclaims.Progress]{
+		{name: "a machine that names no pool gets no condition"},
+		{name: "every claim fulfilled is Claimed", in: &addressclaims.Progress{Claimed: true},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ClaimedReason}},
+		{name: "claims pending are waiting, with how many", in: &addressclaims.Progress{Reason: v1alpha1.WaitingForIPAddressesReason, Message: "Waiting for 1 of 2 IP addresses"},
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForIPAddressesReason, Message: "Waiting for 1 of 2 IP addresses"}},
+	})
+}
+
+func TestSetBootstrapExecSucceededCondition(t *testing.T) {
+	runConditionCases(t, v1alpha1.BootstrapExecSucceededCondition, setBootstrapExecSucceededCondition, []conditionCase[bootstrap.Progress]{
+		{name: "a bootstrap not started leaves the condition unset"},
+		{name: "a finished bootstrap is Succeeded", in: &bootstrap.Progress{Succeeded: true},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason}},
+		{name: "a running bootstrap is Running with its progress", in: &bootstrap.Progress{Reason: v1alpha1.RunningReason, Message: "kubeadm join"},
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.RunningReason, Message: "kubeadm join"}},
+		{name: "a failed bootstrap is Failed with the error", in: &bootstrap.Progress{Reason: v1alpha1.FailedReason, Message: "exit 1"},
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.FailedReason, Message: "exit 1"}},
+	})
+}
+
+func TestSetWorkloadNodeProviderIDSetCondition(t *testing.T) {
+	runConditionCases(t, v1alpha1.WorkloadNodeProviderIDSetCondition, setWorkloadNodeProviderIDSetCondition, []conditionCase[scaffold.Progress]{
+		{name: "a node not looked at leaves the condition unset"},
+		{name: "a Node with the provider ID is Set", in: &scaffold.Progress{Done: true},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.SetReason}},
+		{name: "a Node not registered yet is waited for", in: scaffold.NotDone(v1alpha1.WaitingForNodeReason, "Node m is not registered in the workload cluster yet"),
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.WaitingForNodeReason, Message: "Node m is not registered in the workload cluster yet"}},
+		{name: "a Node with another provider ID is a mismatch", in: scaffold.NotDone(v1alpha1.ProviderIDMismatchReason, "Node m has provider ID a, not b"),
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ProviderIDMismatchReason, Message: "Node m has provider ID a, not b"}},
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/remote"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 )
@@ -39,73 +40,75 @@ const (
 // workload cluster when the kubelet did not, as CAPD does for kind nodes:
 // Cluster API only links a Machine to a Node by provider ID. It reads the
 // workload cluster through its `<cluster>-kubeconfig` Secret; until that
-// works it says why in a condition and looks again later.
-func (r *Reconciler) reconcileWorkloadNode(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
+// works it records why (s.Results.workloadNode) and looks again later. A
+// machine whose WorkloadNodeProviderIDSet condition is already True (the
+// record of an earlier reconcile) is not looked at again.
+func (r *Reconciler) reconcileWorkloadNode(ctx context.Context, s *scope, node backend.Node) (ctrl.Result, error) {
+	mm := s.Object
 	// Simulated nodes have no kubelet and no workload cluster to look in.
 	if mm.Spec.Backend.Docker == nil || conditions.IsTrue(mm, v1alpha1.WorkloadNodeProviderIDSetCondition) {
 		return ctrl.Result{}, nil
 	}
-	nodeName := workloadNodeName(mm)
+	p, res := r.setWorkloadNodeProviderID(ctx, mm, s.Cluster, workloadNodeName(mm, node))
+	s.Results.workloadNode = p
+	return res, nil
+}
+
+// setWorkloadNodeProviderID sets the provider ID of the Node nodeName in
+// the workload cluster, and says how far it got.
+func (r *Reconciler) setWorkloadNodeProviderID(ctx context.Context, mm *v1alpha1.MonolithMachine, cluster *clusterv1.Cluster, nodeName string) (*scaffold.Progress, ctrl.Result) {
 	cfg, err := remote.RESTConfig(ctx, "monolithmachine", r.Client, client.ObjectKeyFromObject(cluster))
 	if err != nil {
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason,
-			fmt.Sprintf("Cannot read the workload cluster's kubeconfig: %v", err))
-		return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
+			fmt.Sprintf("Cannot read the workload cluster's kubeconfig: %v", err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 	cfg.Timeout = workloadTimeout
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason,
-			fmt.Sprintf("Cannot build a client for the workload cluster: %v", err))
-		return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
+			fmt.Sprintf("Cannot build a client for the workload cluster: %v", err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 
 	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForNodeReason,
-			fmt.Sprintf("Node %s is not registered in the workload cluster yet", nodeName))
-		return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+		return scaffold.NotDone(v1alpha1.WaitingForNodeReason,
+			fmt.Sprintf("Node %s is not registered in the workload cluster yet", nodeName)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	case err != nil:
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason,
-			fmt.Sprintf("Cannot read Node %s from the workload cluster: %v", nodeName, err))
-		return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
+			fmt.Sprintf("Cannot read Node %s from the workload cluster: %v", nodeName, err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
 
 	switch node.Spec.ProviderID {
 	case mm.Spec.ProviderID:
 	case "":
 		if err := setNodeProviderID(ctx, cs, node, mm.Spec.ProviderID); err != nil {
-			setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason,
-				fmt.Sprintf("Cannot set the provider ID of Node %s: %v", nodeName, err))
-			return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+			return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason,
+				fmt.Sprintf("Cannot set the provider ID of Node %s: %v", nodeName, err)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 		}
 		ctrl.LoggerFrom(ctx).Info("Set the provider ID of the workload cluster's Node", "node", nodeName, "providerID", mm.Spec.ProviderID)
 	default:
 		// A Node's provider ID cannot change once set: a mismatch needs a
 		// person (most likely two machines share a node name).
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.ProviderIDMismatchReason,
-			fmt.Sprintf("Node %s has provider ID %s, not %s", nodeName, node.Spec.ProviderID, mm.Spec.ProviderID))
-		return ctrl.Result{RequeueAfter: workloadRecheck(mm)}, nil
+		return scaffold.NotDone(v1alpha1.ProviderIDMismatchReason,
+			fmt.Sprintf("Node %s has provider ID %s, not %s", nodeName, node.Spec.ProviderID, mm.Spec.ProviderID)), ctrl.Result{RequeueAfter: workloadRecheck(mm)}
 	}
-	setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue, v1alpha1.SetReason, "")
-	return ctrl.Result{}, nil
+	return &scaffold.Progress{Done: true}, ctrl.Result{}
 }
 
 // registerNode has a backend that serves the workload API itself register
 // the node there, as kubeadm and the kubelet would have; on every
 // reconcile, so that a restarted process registers it again.
-func registerNode(ctx context.Context, mm *v1alpha1.MonolithMachine, registrar backend.NodeRegistrar, spec backend.NodeSpec, node backend.Node,
-	data func(context.Context) (backend.BootstrapData, error)) error {
+func registerNode(ctx context.Context, registrar backend.NodeRegistrar, spec backend.NodeSpec, node backend.Node,
+	data func(context.Context) (backend.BootstrapData, error)) (*scaffold.Progress, error) {
 	registered, err := registrar.RegisterNode(ctx, spec, node, data)
 	if err != nil {
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse, v1alpha1.WaitingForWorkloadClusterReason, err.Error())
-		return err
+		return scaffold.NotDone(v1alpha1.WaitingForWorkloadClusterReason, err.Error()), err
 	}
 	if registered {
-		setCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue, v1alpha1.SetReason, "")
+		return &scaffold.Progress{Done: true}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // setNodeProviderID patches only spec.providerID, so that nothing the
@@ -134,8 +137,8 @@ func workloadRecheck(mm *v1alpha1.MonolithMachine) time.Duration {
 
 // workloadNodeName is the name the node registers under: the hostname the
 // backend reported, which is what the kubelet uses by default.
-func workloadNodeName(mm *v1alpha1.MonolithMachine) string {
-	for _, a := range mm.Status.Addresses {
+func workloadNodeName(mm *v1alpha1.MonolithMachine, node backend.Node) string {
+	for _, a := range node.Addresses {
 		if a.Type == clusterv1.MachineHostName && a.Address != "" {
 			return a.Address
 		}

@@ -18,7 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
@@ -63,7 +63,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil || r.APIReader == nil || r.Ledger == nil {
 		return errors.New("claim.Reconciler: Client, APIReader and Ledger are required")
 	}
-	scaffold, err := reconcile.New(reconcile.Options[*ipamv1.IPAddressClaim]{
+	scaffold, err := scaffold.New(scaffold.Options[*ipamv1.IPAddressClaim]{
 		Client:           r.Client,
 		NewObject:        func() *ipamv1.IPAddressClaim { return &ipamv1.IPAddressClaim{} },
 		Phases:           r,
@@ -115,7 +115,7 @@ func clusterOf(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClai
 	if name == "" {
 		return nil, nil
 	}
-	return reconcile.ClusterByName(ctx, c, claim.Namespace, name)
+	return scaffold.ClusterByName(ctx, c, claim.Namespace, name)
 }
 
 func (r *Reconciler) observeLatency(claim types.NamespacedName) {

@@ -21,7 +21,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
@@ -43,7 +43,7 @@ const (
 )
 
 // ReconcileNormal makes sure the claim has an IPAddress from its pool.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
 	r.outcomes.Delete(claimKey) // a reconcile that patched nothing left one
@@ -507,7 +507,7 @@ func (r *Reconciler) removeAddressFinalizer(ctx context.Context, address *ipamv1
 // claim: other finalizers (the infra module's, a node's) mean the address
 // is still in use. The IPAddress goes first, then the record; with a grace
 // period the record stays, marked released, until the period is over.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
 	cid := records.Claim{NamespacedName: claimKey, UID: claim.UID}

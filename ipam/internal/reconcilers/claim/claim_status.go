@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 )
 
 // AllocatedReason is the Ready reason of a claim that has its address.
@@ -33,11 +33,11 @@ func (r *Reconciler) fail(claim *ipamv1.IPAddressClaim, reason, message string) 
 	r.outcomes.Store(client.ObjectKeyFromObject(claim), outcome{reason: reason, message: message})
 }
 
-// UpdateStatus implements reconcile.Phases: the one place the claim's Ready
+// UpdateStatus implements scaffold.Phases: the one place the claim's Ready
 // condition and addressRef are set, from what the phases recorded. A
 // reconcile that recorded nothing (waiting, retrying) leaves them as they
 // are.
-func (r *Reconciler) UpdateStatus(_ context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) {
+func (r *Reconciler) UpdateStatus(_ context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) {
 	v, ok := r.outcomes.LoadAndDelete(client.ObjectKeyFromObject(s.Object))
 	if !ok {
 		return

@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
@@ -63,7 +63,7 @@ const (
 // Object is one of our pool kinds.
 type Object interface {
 	v1alpha1.Pool
-	reconcile.Object
+	scaffold.Object
 }
 
 // Reconciler reconciles one pool kind.
@@ -88,7 +88,7 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	if r.Client == nil || r.Ledger == nil || r.NewObject == nil || r.Kind == "" {
 		return errors.New("pool.Reconciler: Client, Ledger, NewObject and Kind are required")
 	}
-	scaffold, err := reconcile.New(reconcile.Options[T]{
+	scaffold, err := scaffold.New(scaffold.Options[T]{
 		Client:           r.Client,
 		NewObject:        r.NewObject,
 		Phases:           r,
@@ -111,7 +111,7 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 		WithOptions(options).
 		Watches(&v1alpha1.MonolithIPAllocation{}, r.recordToPool()).
 		Watches(&ipamv1.IPAddressClaim{}, r.releasedClaimToPool()).
-		Complete(ctrlreconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+		Complete(reconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 			if err := r.Client.Get(ctx, req.NamespacedName, r.NewObject()); apierrors.IsNotFound(err) {
 				return ctrl.Result{}, r.forgetGonePool(ctx, req)
 			}
@@ -213,7 +213,7 @@ func (r *Reconciler[T]) releasedClaimToPool() handler.EventHandler {
 
 // ReconcileNormal reports the pool's counts and validity, and deletes its
 // released records whose grace period is over.
-func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
+func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *scaffold.Scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	state, err := r.Ledger.For(ctx, pool)
 	if err != nil {
@@ -374,7 +374,7 @@ func (r *Reconciler[T]) collectExpired(ctx context.Context, key index.PoolKey) (
 // ReconcileDelete lets the pool go once no address of it is allocated, or
 // at once with the skip-delete-protection annotation (clusterctl move). The
 // count comes from the allocation records, which every manager sees whole.
-func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *reconcile.Scope[T]) (ctrl.Result, error) {
+func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scaffold.Scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	key := index.KeyOf(pool)
 	// Counted past the cache: a record created a moment ago (a claim being
@@ -410,8 +410,8 @@ func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *reconcile.Scope[
 	return ctrl.Result{}, nil
 }
 
-// UpdateStatus implements reconcile.Phases; the phases set Ready themselves.
-func (r *Reconciler[T]) UpdateStatus(context.Context, *reconcile.Scope[T]) {}
+// UpdateStatus implements scaffold.Phases; the phases set Ready themselves.
+func (r *Reconciler[T]) UpdateStatus(context.Context, *scaffold.Scope[T]) {}
 
 func setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(pool, metav1.Condition{

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/labels"
 
-	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
@@ -47,12 +47,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil {
 		return errors.New("pool.Reconciler: Client is required")
 	}
-	scaffold, err := contractreconcile.New(contractreconcile.Options[*v1alpha1.MonolithMachinePool]{
+	scaffold, err := scaffold.New(scaffold.OptionsWith[*v1alpha1.MonolithMachinePool, results]{
 		Client:           r.Client,
 		NewObject:        func() *v1alpha1.MonolithMachinePool { return &v1alpha1.MonolithMachinePool{} },
 		Phases:           r,
 		Finalizer:        v1alpha1.PoolFinalizer,
-		GetCluster:       contractreconcile.ClusterFromLabel[*v1alpha1.MonolithMachinePool],
+		GetCluster:       scaffold.ClusterFromLabel[*v1alpha1.MonolithMachinePool],
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{clusterv1.ReadyCondition, v1alpha1.InstancesReadyCondition},

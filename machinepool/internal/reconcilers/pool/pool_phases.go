@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels/format"
 
-	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
@@ -54,10 +53,12 @@ const (
 )
 
 // ReconcileNormal scales and rolls the pool's instances towards the
-// MachinePool's replicas and version, and reports them.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
-	pool := s.Object
-	pool.Status.InfrastructureMachineKind = v1alpha1.InfrastructureMachineKind
+// MachinePool's replicas and version. It records what it finds in
+// s.Results; UpdateStatus derives the conditions and status fields from
+// them.
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	pool, found := s.Object, &s.Results
+	found.reconciledNormal = true
 	if pool.Spec.ProviderID == "" {
 		pool.Spec.ProviderID = ProviderIDPrefix + pool.Namespace + "/" + pool.Name
 	}
@@ -66,7 +67,7 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 		return ctrl.Result{}, fmt.Errorf("failed to get the owner MachinePool: %w", err)
 	}
 	if mp == nil {
-		setInstancesReady(pool, metav1.ConditionFalse, v1alpha1.WaitingForMachinePoolReason, "")
+		found.notReady = &notReady{reason: v1alpha1.WaitingForMachinePoolReason}
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("MachinePool", klog.KObj(mp))
@@ -85,14 +86,14 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 		return ctrl.Result{}, err
 	}
 	members := obs.members(hash)
-	defer func() { reportInstances(pool, obs, desired) }()
+	found.observed, found.desired = obs, desired
 
 	if problem, err := r.configurationProblem(ctx, pool, s.Cluster); err != nil || problem != "" {
 		if problem != "" {
 			// A condition only: contract v1beta2 has no failureReason, and
 			// Cluster API v1.14.2 core panics on a MachinePool whose
 			// infrastructure sets one.
-			setInstancesReady(pool, metav1.ConditionFalse, v1alpha1.InvalidConfigurationReason, problem)
+			found.notReady = &notReady{reason: v1alpha1.InvalidConfigurationReason, message: problem}
 			// Nothing helps but a spec change, which reconciles again.
 			return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid configuration: %s", problem))
 		}
@@ -100,11 +101,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *contractreconcile.S
 	}
 
 	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
-		setInstancesReady(pool, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "")
+		found.notReady = &notReady{reason: infrav1.WaitingForBootstrapDataReason}
 		return ctrl.Result{}, nil
 	}
 
-	setInstancesSummary(pool, obs, members, desired)
+	found.summary = &summary{instances: len(obs.instances), members: members, desired: desired}
 	p := planRollout(desired, boundsOf(pool), members)
 	var res ctrl.Result
 	creates, more := createsNow(p.create)
@@ -408,18 +409,17 @@ func (r *Reconciler) waitForCache(ctx context.Context, done wait.ConditionWithCo
 
 // ReconcileDelete removes every instance (through its Machine when it has
 // one) and lets the pool go once none is left.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) (ctrl.Result, error) {
-	pool := s.Object
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	pool, res := s.Object, &s.Results
 	instances, err := r.instancesOf(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	obs := &observation{instances: instances, machines: map[string]*clusterv1.Machine{}}
-	defer func() { reportInstances(pool, obs, 0) }()
+	res.observed = &observation{instances: instances, machines: map[string]*clusterv1.Machine{}}
 	if len(instances) == 0 {
 		return ctrl.Result{}, nil
 	}
-	setInstancesReady(pool, metav1.ConditionFalse, infrav1.DeletingReason, fmt.Sprintf("Deleting %d instances", len(instances)))
+	res.notReady = &notReady{reason: infrav1.DeletingReason, message: fmt.Sprintf("Deleting %d instances", len(instances))}
 	for i := range instances {
 		mm := &instances[i]
 		if !mm.DeletionTimestamp.IsZero() {

@@ -12,9 +12,62 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	contractreconcile "github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
 )
+
+// scope is what one reconcile of one MonolithMachinePool knows.
+type scope = scaffold.ScopeWith[*v1alpha1.MonolithMachinePool, results]
+
+// results are what the phases of one reconcile found. A nil or zero field:
+// the phases did not get that far, and what an earlier reconcile recorded
+// stays.
+type results struct {
+	// reconciledNormal is true when the normal phase ran: the pool then
+	// reports the kind of its instances.
+	reconciledNormal bool
+	// observed are the pool's instances, reported with desired, the
+	// number of instances the MachinePool asks for (0 while deleting).
+	observed *observation
+	desired  int
+	// notReady says why the instances cannot be ready (InstancesReady);
+	// else summary, when set, says how far the pool is from desired.
+	notReady *notReady
+	summary  *summary
+}
+
+// summary is what InstancesReady summarises, as the normal phase found it
+// before it created or removed any instance.
+type summary struct {
+	// instances is the number of instances, those going away included.
+	instances int
+	// members are the instances that stay.
+	members []member
+	desired int
+}
+
+// notReady is why a pool's instances cannot be ready.
+type notReady struct {
+	reason, message string
+}
+
+// UpdateStatus derives the pool's status fields and conditions from what
+// the phases found, then summarises the conditions into Ready. It is the
+// only place that sets them (but for status.failureReason and
+// status.failureMessage, set by the normal phase).
+func (r *Reconciler) UpdateStatus(ctx context.Context, s *scope) {
+	pool, res := s.Object, s.Results
+	if res.reconciledNormal {
+		pool.Status.InfrastructureMachineKind = v1alpha1.InfrastructureMachineKind
+	}
+	if res.observed != nil {
+		reportInstances(pool, res.observed, res.desired)
+	}
+	setInstancesReadyCondition(pool, res)
+	if err := setReady(pool); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
+	}
+}
 
 // reportInstances sets what the contract asks of the pool: the sorted
 // provider IDs of the instances that exist, their number, each instance,
@@ -50,14 +103,21 @@ func reportInstances(pool *v1alpha1.MonolithMachinePool, obs *observation, desir
 	}
 }
 
-// setInstancesSummary sets InstancesReady: how far the pool is from
-// desired up-to-date, ready instances.
-func setInstancesSummary(pool *v1alpha1.MonolithMachinePool, obs *observation, members []member, desired int) {
-	status, reason, message := summarise(obs, members, desired)
-	setInstancesReady(pool, status, reason, message)
+// setInstancesReadyCondition sets InstancesReady: why the instances cannot
+// be ready, or how far the pool is from desired up-to-date, ready
+// instances.
+func setInstancesReadyCondition(pool *v1alpha1.MonolithMachinePool, res results) {
+	switch {
+	case res.notReady != nil:
+		setInstancesReady(pool, metav1.ConditionFalse, res.notReady.reason, res.notReady.message)
+	case res.summary != nil:
+		status, reason, message := summarise(*res.summary)
+		setInstancesReady(pool, status, reason, message)
+	}
 }
 
-func summarise(obs *observation, members []member, desired int) (metav1.ConditionStatus, string, string) {
+func summarise(sum summary) (metav1.ConditionStatus, string, string) {
+	members, desired := sum.members, sum.desired
 	outdated, ready := 0, 0
 	for _, m := range members {
 		if m.outdated {
@@ -67,7 +127,7 @@ func summarise(obs *observation, members []member, desired int) (metav1.Conditio
 			ready++
 		}
 	}
-	going := len(obs.instances) - len(members)
+	going := sum.instances - len(members)
 	switch {
 	case outdated > 0:
 		return metav1.ConditionFalse, v1alpha1.RollingOutReason, fmt.Sprintf("%d of %d instances outdated", outdated, len(members))
@@ -86,10 +146,8 @@ func setInstancesReady(pool *v1alpha1.MonolithMachinePool, status metav1.Conditi
 		Message: message, ObservedGeneration: pool.Generation})
 }
 
-// UpdateStatus summarises the pool's conditions into Ready.
-func (r *Reconciler) UpdateStatus(ctx context.Context, s *contractreconcile.Scope[*v1alpha1.MonolithMachinePool]) {
-	if err := conditions.SetSummaryCondition(s.Object, s.Object, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{v1alpha1.InstancesReadyCondition}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to summarise the Ready condition")
-	}
+// setReady summarises the pool's conditions into Ready.
+func setReady(pool *v1alpha1.MonolithMachinePool) error {
+	return conditions.SetSummaryCondition(pool, pool, clusterv1.ReadyCondition,
+		conditions.ForConditionTypes{v1alpha1.InstancesReadyCondition})
 }

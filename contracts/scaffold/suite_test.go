@@ -1,4 +1,4 @@
-package reconcile_test
+package scaffold_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-// Package reconcile is the reconcile scaffold every module's reconcilers are
+// Package scaffold is the reconcile scaffold every module's reconcilers are
 // built on, so that none of them writes the Cluster API contract steps again:
 //
 //	get the object (gone: done)
@@ -12,4 +12,7 @@
 //	  the scaffold remove the finalizer.
 //
 // A module implements Phases for its kind and builds a Reconciler with New.
-package reconcile
+// A kind whose phases record their results on the scope (ScopeWith's
+// Results), for UpdateStatus to derive every condition and status field in
+// one place, implements PhasesWith with its own results type instead.
+package scaffold

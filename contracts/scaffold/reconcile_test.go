@@ -1,4 +1,4 @@
-package reconcile_test
+package scaffold_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/reconcile"
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 )
 
@@ -38,7 +38,7 @@ type phases struct {
 	deleted map[string]bool
 }
 
-func (p *phases) ReconcileNormal(_ context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+func (p *phases) ReconcileNormal(_ context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
 	if _, ok := s.Object.Annotations[staleMarker]; ok {
 		s.Object.Annotations[reconciledMarker] = "true"
 		s.Stale = true
@@ -51,14 +51,14 @@ func (p *phases) ReconcileNormal(_ context.Context, s *reconcile.Scope[*ipamv1.I
 	return ctrl.Result{}, nil
 }
 
-func (p *phases) ReconcileDelete(_ context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+func (p *phases) ReconcileDelete(_ context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.deleted[s.Object.Name] = true
 	return ctrl.Result{}, nil
 }
 
-func (p *phases) UpdateStatus(_ context.Context, s *reconcile.Scope[*ipamv1.IPAddressClaim]) {
+func (p *phases) UpdateStatus(_ context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) {
 	conditions.Set(s.Object, metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Reconciled"})
 }
 
@@ -89,12 +89,12 @@ func startController(t *testing.T, namespace string, s setup) *phases {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	p := &phases{deleted: map[string]bool{}}
-	r, err := reconcile.New(reconcile.Options[*ipamv1.IPAddressClaim]{
+	r, err := scaffold.New(scaffold.Options[*ipamv1.IPAddressClaim]{
 		Client:           mgr.GetClient(),
 		NewObject:        func() *ipamv1.IPAddressClaim { return &ipamv1.IPAddressClaim{} },
 		Phases:           p,
 		Finalizer:        finalizer,
-		GetCluster:       reconcile.ClusterFromLabel[*ipamv1.IPAddressClaim],
+		GetCluster:       scaffold.ClusterFromLabel[*ipamv1.IPAddressClaim],
 		RequireCluster:   s.requireCluster,
 		WatchFilterValue: s.watchFilter,
 		OwnedConditions:  []string{clusterv1.ReadyCondition},
@@ -315,6 +315,6 @@ func TestRequireClusterWaitsWithoutFinalizerUntilTheClusterExists(t *testing.T) 
 
 func TestNewRejectsMissingDependencies(t *testing.T) {
 	g := NewWithT(t)
-	_, err := reconcile.New(reconcile.Options[*ipamv1.IPAddressClaim]{})
+	_, err := scaffold.New(scaffold.Options[*ipamv1.IPAddressClaim]{})
 	g.Expect(err).To(MatchError(ContainSubstring("Client, NewObject and Phases are required")))
 }

@@ -1,4 +1,4 @@
-package reconcile
+package scaffold
 
 import (
 	"context"
@@ -27,8 +27,17 @@ type Object interface {
 	conditions.Setter
 }
 
-// Scope is what one reconcile of one object knows.
-type Scope[T Object] struct {
+// Scope is what one reconcile of one object knows, for a kind whose phases
+// record their results in the object's status as they go.
+type Scope[T Object] = ScopeWith[T, NoResults]
+
+// NoResults is the results of phases that keep none on the scope.
+type NoResults struct{}
+
+// ScopeWith is what one reconcile of one object knows, with R, what the
+// module's phases found in this reconcile: UpdateStatus derives the
+// object's conditions and status from it.
+type ScopeWith[T Object, R any] struct {
 	// Object is the object being reconciled; changes to it are patched when
 	// the reconcile ends.
 	Object T
@@ -39,32 +48,42 @@ type Scope[T Object] struct {
 	// nothing, since the patch would only repeat that write, and the
 	// phase's result says when to look again.
 	Stale bool
+	// Results are what the phases found, starting from R's zero value.
+	Results R
 }
 
-// Phases is what a module implements for one kind.
-type Phases[T Object] interface {
+// Phases is what a module implements for one kind whose phases keep no
+// results on the scope.
+type Phases[T Object] = PhasesWith[T, NoResults]
+
+// PhasesWith is what a module implements for one kind, with R the results
+// its phases keep on the scope.
+type PhasesWith[T Object, R any] interface {
 	// ReconcileNormal drives the object towards its desired state.
-	ReconcileNormal(ctx context.Context, s *Scope[T]) (ctrl.Result, error)
+	ReconcileNormal(ctx context.Context, s *ScopeWith[T, R]) (ctrl.Result, error)
 	// ReconcileDelete releases what the object holds. When it returns a
 	// zero result and no error, the scaffold removes the finalizer.
-	ReconcileDelete(ctx context.Context, s *Scope[T]) (ctrl.Result, error)
-	// UpdateStatus sets the conditions that summarise the phases. It runs
-	// before every patch, also when a phase failed.
-	UpdateStatus(ctx context.Context, s *Scope[T])
+	ReconcileDelete(ctx context.Context, s *ScopeWith[T, R]) (ctrl.Result, error)
+	// UpdateStatus sets the conditions and status fields that summarise
+	// the phases. It runs before every patch, also when a phase failed.
+	UpdateStatus(ctx context.Context, s *ScopeWith[T, R])
 }
 
 // ClusterGetter finds the Cluster of an object. It returns nil and no error
 // when the object has no Cluster, or when that Cluster does not exist.
 type ClusterGetter[T Object] func(ctx context.Context, c client.Client, obj T) (*clusterv1.Cluster, error)
 
-// Options configure a Reconciler.
-type Options[T Object] struct {
+// Options configure a Reconciler whose phases keep no results.
+type Options[T Object] = OptionsWith[T, NoResults]
+
+// OptionsWith configure a Reconciler.
+type OptionsWith[T Object, R any] struct {
 	// Client reads and patches the objects; required.
 	Client client.Client
 	// NewObject returns an empty object of the reconciled kind; required.
 	NewObject func() T
 	// Phases are the module's phases; required.
-	Phases Phases[T]
+	Phases PhasesWith[T, R]
 
 	// Finalizer is added before the first normal phase and removed when the
 	// delete phase finishes. Empty means the kind has no finalizer.
@@ -90,22 +109,25 @@ type Options[T Object] struct {
 	SoleStatusWriter bool
 }
 
-// Reconciler is the scaffold for one kind.
-type Reconciler[T Object] struct {
-	opts Options[T]
+// Reconciler is the scaffold for one kind whose phases keep no results.
+type Reconciler[T Object] = ReconcilerWith[T, NoResults]
+
+// ReconcilerWith is the scaffold for one kind.
+type ReconcilerWith[T Object, R any] struct {
+	opts OptionsWith[T, R]
 }
 
 // New returns the scaffold for one kind; it rejects missing dependencies.
-func New[T Object](opts Options[T]) (*Reconciler[T], error) {
+func New[T Object, R any](opts OptionsWith[T, R]) (*ReconcilerWith[T, R], error) {
 	if opts.Client == nil || opts.NewObject == nil || opts.Phases == nil {
-		return nil, errors.New("reconcile: Client, NewObject and Phases are required")
+		return nil, errors.New("scaffold: Client, NewObject and Phases are required")
 	}
 	opts.OwnedConditions = append([]string{clusterv1.PausedCondition}, opts.OwnedConditions...)
-	return &Reconciler[T]{opts: opts}, nil
+	return &ReconcilerWith[T, R]{opts: opts}, nil
 }
 
 // Reconcile runs the contract steps for one object, then its phases.
-func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes ctrl.Result, retErr error) {
+func (r *ReconcilerWith[T, R]) Reconcile(ctx context.Context, req ctrl.Request) (retRes ctrl.Result, retErr error) {
 	obj := r.opts.NewObject()
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -160,7 +182,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 		Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason,
 		ObservedGeneration: obj.GetGeneration(),
 	})
-	scope := &Scope[T]{Object: obj, Cluster: cluster}
+	scope := &ScopeWith[T, R]{Object: obj, Cluster: cluster}
 	defer func() {
 		if scope.Stale {
 			return
@@ -185,7 +207,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (retRes
 }
 
 // writer returns what writes the object's changes at the end of a reconcile.
-func (r *Reconciler[T]) writer(obj T) (func(context.Context) error, error) {
+func (r *ReconcilerWith[T, R]) writer(obj T) (func(context.Context) error, error) {
 	if r.opts.SoleStatusWriter {
 		before := obj.DeepCopyObject().(client.Object)
 		return func(ctx context.Context) error {
