@@ -181,7 +181,7 @@ func awaitProvisioned(ctx context.Context, c client.Client, want int, timeout ti
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d MonolithMachines provisioned and Ready after %s (last error: %v)", done, want, timeout, err)
+			return fmt.Errorf("%d of %d MonolithMachines provisioned and Ready after %s (last error: %v); not yet: %s", done, want, timeout, err, notProvisioned(ctx, c))
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
@@ -339,4 +339,26 @@ func resources(results []Result) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// notProvisioned names the MonolithMachines not provisioned and Ready, with
+// their conditions, so that a failed wait says where each one stopped.
+func notProvisioned(ctx context.Context, c client.Client) string {
+	list := &infrav1.MonolithMachineList{}
+	if err := c.List(ctx, list); err != nil {
+		return fmt.Sprintf("(failed to list MonolithMachines: %v)", err)
+	}
+	var out []string
+	for i := range list.Items {
+		mm := &list.Items[i]
+		if clusters.IsProvisioned(mm) {
+			continue
+		}
+		var conds []string
+		for _, cond := range mm.Status.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s %s %q", cond.Type, cond.Status, cond.Reason, cond.Message))
+		}
+		out = append(out, fmt.Sprintf("%s/%s [%s]", mm.Namespace, mm.Name, strings.Join(conds, "; ")))
+	}
+	return strings.Join(out, ", ")
 }
