@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,9 @@ var ErrNotHosted = errors.New("the endpoint is not on the workload API address a
 // recorded first (Options.FirstRecorder), which passes only when that one
 // goes.
 var ErrEndpointInUse = errors.New("another process listens on the endpoint")
+
+// ErrStopped is returned by Serve once the manager has stopped.
+var ErrStopped = errors.New("the workload API hosting has stopped")
 
 // caRetry bounds how often a cluster whose CA Secret is missing is looked
 // up again: every client connection asks for it, and a Secret read goes to
@@ -121,6 +126,8 @@ type Hosting struct {
 	// before the first port is handed out.
 	reserved map[int]types.NamespacedName
 	next     int
+	// stopped is set once Start has returned: no cluster is served after.
+	stopped bool
 }
 
 // Cluster is one served workload cluster.
@@ -190,7 +197,7 @@ func New(opts Options) (*Hosting, error) {
 // MonolithCluster records any more, and closes every listener when ctx
 // ends.
 func (h *Hosting) Start(ctx context.Context) error {
-	defer h.stop()
+	defer h.shutdown()
 	ticker := time.NewTicker(h.opts.SweepInterval)
 	defer ticker.Stop()
 	h.serveOwn(ctx)
@@ -202,6 +209,20 @@ func (h *Hosting) Start(ctx context.Context) error {
 			h.sweep(ctx)
 			h.serveOwn(ctx)
 		}
+	}
+}
+
+// shutdown stops serving every cluster before Start returns, so that a
+// stopped manager holds no port (a restarted one, or another process,
+// may take it at once), and refuses to serve any after.
+func (h *Hosting) shutdown() {
+	h.stop()
+	h.mu.Lock()
+	h.stopped = true
+	keys := slices.Collect(maps.Keys(h.clusters))
+	h.mu.Unlock()
+	for _, key := range keys {
+		h.Remove(key)
 	}
 }
 
@@ -271,6 +292,9 @@ func (h *Hosting) sweep(ctx context.Context) {
 func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want clusterv1.APIEndpoint) (clusterv1.APIEndpoint, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.stopped {
+		return clusterv1.APIEndpoint{}, ErrStopped
+	}
 	if c, ok := h.clusters[cluster]; ok {
 		if want.IsValid() && want != c.endpoint {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))

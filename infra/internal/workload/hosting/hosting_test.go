@@ -286,3 +286,31 @@ func TestAnEndpointTwoClustersRecordIsServedOnlyForTheFirst(t *testing.T) {
 	_, err = h.Serve(ctx, key("younger"), recorded)
 	g.Expect(err).To(HaveOccurred())
 }
+
+// When the manager stops, Start returns only once every listener is closed
+// (a restarted manager takes the same ports at once), and nothing is
+// served after.
+func TestStopClosesEveryListenerBeforeStartReturns(t *testing.T) {
+	g := NewWithT(t)
+	r := freeRange(g, 2)
+	h := newHosting(g, r)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Start(ctx) }()
+
+	a, err := h.Serve(t.Context(), key("a"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	address := net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port)))
+	c, err := net.DialTimeout("tcp", address, time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = c.Close()
+
+	cancel()
+	g.Expect(<-done).To(Succeed())
+	l, err := net.Listen("tcp", address)
+	g.Expect(err).NotTo(HaveOccurred(), "the port is free once Start has returned")
+	_ = l.Close()
+	g.Expect(h.Len()).To(BeZero())
+	_, err = h.Serve(t.Context(), key("b"), clusterv1.APIEndpoint{})
+	g.Expect(errors.Is(err, hosting.ErrStopped)).To(BeTrue(), "%v", err)
+}
