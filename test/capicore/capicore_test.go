@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -29,10 +30,23 @@ var env *envtest.Environment
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(envtest.TestLogger())
-	var err error
-	env, err = envtest.Start(context.Background(), envtest.Options{
-		CRDDirectoryPaths: []string{"testdata"},
-	})
+	scheme, err := envtest.NewScheme()
+	if err == nil {
+		err = addToScheme(scheme)
+	}
+	if err == nil {
+		env, err = envtest.Start(context.Background(), envtest.Options{
+			Scheme: scheme,
+			// The smoke CRD, and ours for the tests of what core makes of
+			// our objects (mirror_test.go).
+			CRDDirectoryPaths: []string{
+				"testdata",
+				filepath.Join("..", "..", "manifests", "infra", "crd"),
+				filepath.Join("..", "..", "manifests", "machinepool", "crd"),
+				filepath.Join("..", "..", "manifests", "ipam", "crd"),
+			},
+		})
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

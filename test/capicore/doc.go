@@ -11,4 +11,9 @@
 // Start installs core's admission webhooks and turns Cluster API's CRDs'
 // conversion over to the process, so v1beta1 clients work as they would in a
 // real management cluster. Stop undoes both.
+//
+// The package's tests also run core beside the binary's own manager and
+// check what core makes of our objects' status (mirror_test.go): the
+// reason and message a MonolithMachine's or MonolithMachinePool's Ready
+// carries onto the Machine or MachinePool, and no panic in core's log.
 package capicore

@@ -54,8 +54,10 @@ func setLoadBalancerAvailableCondition(mc *v1alpha1.MonolithCluster, p *scaffold
 	scaffold.SetProgressCondition(mc, v1alpha1.LoadBalancerAvailableCondition, v1alpha1.ProvisionedReason, p)
 }
 
-// setReady summarises the backend's conditions into Ready.
+// setReady summarises the backend's conditions into Ready, with the reason
+// of the one that stands in the way: Cluster API core mirrors Ready onto
+// the Cluster's InfrastructureReady.
 func setReady(mc *v1alpha1.MonolithCluster) error {
 	return conditions.SetSummaryCondition(mc, mc, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{v1alpha1.LoadBalancerAvailableCondition})
+		conditions.ForConditionTypes{v1alpha1.LoadBalancerAvailableCondition}, scaffold.ReasonOfTheFirstIssue)
 }

@@ -71,6 +71,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	claims, err := r.reconcileClaims(ctx, mm, s.Cluster)
 	res.addresses = claims.Progress
 	if err != nil || !claims.Ready {
+		if err == nil {
+			// Said here too, so that no earlier reason (WaitingForBootstrapData)
+			// stays on the provisioning while the addresses hold it up.
+			res.provisioning = scaffold.NotDone(v1alpha1.WaitingForIPAddressesReason, "")
+		}
 		return ctrl.Result{}, err
 	}
 	ref := machineRef(mm)

@@ -87,14 +87,20 @@ func setWorkloadNodeProviderIDSetCondition(mm *v1alpha1.MonolithMachine, p *scaf
 	scaffold.SetProgressCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, v1alpha1.SetReason, p)
 }
 
-// setReady sets Ready from the provisioning, bootstrap and address
-// conditions. A machine that names no pool never gets IPAddressesClaimed,
-// and bootstrap only starts once the node exists: both are ignored while
-// missing. WorkloadNodeProviderIDSet is not summarised: a workload cluster
-// that is not up yet must not make the infrastructure unready.
+// setReady sets Ready from the address, provisioning and bootstrap
+// conditions, in the order the steps run, so that Ready's reason is the
+// first step's that stands in the way (ReasonOfTheFirstIssue): an IP pool
+// that cannot serve the machine makes it PoolExhausted, not the
+// WaitingForIPAddresses of the provisioning that waits for it. Cluster API
+// core mirrors Ready onto the Machine's InfrastructureReady. A machine that
+// names no pool never gets IPAddressesClaimed, and bootstrap only starts
+// once the node exists: both are ignored while missing.
+// WorkloadNodeProviderIDSet is not summarised: a workload cluster that is
+// not up yet must not make the infrastructure unready.
 func setReady(mm *v1alpha1.MonolithMachine) error {
 	return conditions.SetSummaryCondition(mm, mm, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{v1alpha1.BackendMachineProvisionedCondition, v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition},
+		conditions.ForConditionTypes{v1alpha1.IPAddressesClaimedCondition, v1alpha1.BackendMachineProvisionedCondition, v1alpha1.BootstrapExecSucceededCondition},
 		conditions.IgnoreTypesIfMissing{v1alpha1.BootstrapExecSucceededCondition, v1alpha1.IPAddressesClaimedCondition},
+		scaffold.ReasonOfTheFirstIssue,
 	)
 }

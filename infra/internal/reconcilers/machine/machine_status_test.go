@@ -64,7 +64,22 @@ func TestReadyCarriesWhyAnIPPoolCannotServeTheMachine(t *testing.T) {
 	conditions.Set(mm, metav1.Condition{Type: v1alpha1.IPAddressesClaimedCondition, Status: metav1.ConditionFalse, Reason: "PoolExhausted",
 		Message: "IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address; Waiting for 1 of 2 IP addresses"})
 	g.Expect(setReady(mm)).To(Succeed())
-	g.Expect(conditions.GetMessage(mm, clusterv1.ReadyCondition)).To(ContainSubstring("PoolExhausted: MonolithIPPool ns/full has no free address"))
+	ready := conditions.Get(mm, clusterv1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal("PoolExhausted"), "the claims' reason, not the provisioning's that waits for them")
+	g.Expect(ready.Message).To(HavePrefix("* IPAddressesClaimed: IPAddressClaim m-1: PoolExhausted: MonolithIPPool ns/full has no free address"))
+
+	// Once the pool serves the machine the reason is gone with the issue.
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.IPAddressesClaimedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ClaimedReason})
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.BackendMachineProvisionedCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.RunningReason, Message: "Waiting for the node to be created"})
+	g.Expect(setReady(mm)).To(Succeed())
+	ready = conditions.Get(mm, clusterv1.ReadyCondition)
+	g.Expect(ready.Reason).To(Equal(v1alpha1.RunningReason))
+	g.Expect(ready.Message).NotTo(ContainSubstring("PoolExhausted"))
+	conditions.Set(mm, metav1.Condition{Type: v1alpha1.BackendMachineProvisionedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProvisionedReason})
+	g.Expect(setReady(mm)).To(Succeed())
+	g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeTrue())
+	g.Expect(conditions.GetReason(mm, clusterv1.ReadyCondition)).To(Equal(scaffold.ReadyReason))
 }
 
 func TestSetNodeStatus(t *testing.T) {

@@ -146,8 +146,10 @@ func setInstancesReady(pool *v1alpha1.MonolithMachinePool, status metav1.Conditi
 		Message: message, ObservedGeneration: pool.Generation})
 }
 
-// setReady summarises the pool's conditions into Ready.
+// setReady summarises the pool's conditions into Ready, with the reason of
+// the one that stands in the way (InvalidConfiguration for a terminal
+// failure): Cluster API core mirrors Ready onto the MachinePool.
 func setReady(pool *v1alpha1.MonolithMachinePool) error {
 	return conditions.SetSummaryCondition(pool, pool, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{v1alpha1.InstancesReadyCondition})
+		conditions.ForConditionTypes{v1alpha1.InstancesReadyCondition}, scaffold.ReasonOfTheFirstIssue)
 }
