@@ -218,3 +218,82 @@ func TestAnExhaustedPoolShowsOnTheMachineWithItsReasonAndThePoolsName(t *testing
 	}, timeout, poll).Should(Succeed())
 	g.Expect(panics(out.String())).To(BeEmpty(), "Cluster API core's log")
 }
+
+// A terminal failure of a MonolithMachinePool is a condition only (no
+// status.failureReason, on which Cluster API v1.14.2 core's MachinePool code
+// dereferenced nil and panicked on every reconcile): core mirrors the
+// pool's Ready, reason and message, onto the MachinePool, and its log has
+// no panic.
+func TestAMachinePoolsTerminalFailureShowsOnTheMachinePoolAndCoreDoesNotPanic(t *testing.T) {
+	infraModule := managertest.Infra()
+	out := startCoreAndManager(t, infraModule, managertest.Machinepool(infraModule))
+	ns := newCluster(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	// A docker instance in an inMemory cluster: InvalidConfiguration, for
+	// good.
+	g.Expect(env.Client.Create(ctx, &poolv1alpha1.MonolithMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Spec: poolv1alpha1.MonolithMachinePoolSpec{Template: poolv1alpha1.InstanceTemplate{
+			Backend: infrav1.MachineBackend{Docker: &infrav1.DockerMachineBackend{}}}},
+	})).To(Succeed())
+	mp := &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: "c",
+			Replicas:    ptr.To[int32](2),
+			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+				ClusterName: "c", Version: "v1.36.3",
+				Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("boot")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: poolv1alpha1.GroupVersion.Group, Kind: "MonolithMachinePool", Name: "p"},
+			}},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, mp)).To(Succeed())
+
+	// Core mirrors the pool's Ready into the MachinePool's (v1beta1)
+	// InfrastructureReady after reading the pool's failure fields in the
+	// same reconcile: the mirror is there only if that code ran through.
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp)).To(Succeed())
+		g.Expect(mp.Status.Deprecated).NotTo(BeNil())
+		g.Expect(mp.Status.Deprecated.V1Beta1).NotTo(BeNil())
+		var infra *clusterv1.Condition
+		for i, c := range mp.Status.Deprecated.V1Beta1.Conditions {
+			if c.Type == clusterv1.InfrastructureReadyV1Beta1Condition {
+				infra = &mp.Status.Deprecated.V1Beta1.Conditions[i]
+			}
+		}
+		g.Expect(infra).NotTo(BeNil(), "the MachinePool's InfrastructureReady")
+		g.Expect(infra.Status).To(Equal(corev1.ConditionFalse))
+		g.Expect(infra.Reason).To(Equal(poolv1alpha1.InvalidConfigurationReason))
+		g.Expect(infra.Message).To(ContainSubstring("MonolithCluster c uses inMemory"))
+		g.Expect(infra.Message).To(ContainSubstring("* InstancesReady:"))
+		g.Expect(mp.Status.Deprecated.V1Beta1.FailureReason).To(BeNil(), "no failure field: nothing to read one from")
+		g.Expect(mp.Status.Deprecated.V1Beta1.FailureMessage).To(BeNil())
+	}, timeout, poll).Should(Succeed())
+	g.Expect(ptr.Deref(mp.Status.Initialization.InfrastructureProvisioned, false)).To(BeFalse())
+	g.Expect(panics(out.String())).To(BeEmpty(), "Cluster API core's log")
+	// Core's reconciles of the MachinePool go on (a change of it is
+	// reconciled again) and still do not panic.
+	g.Eventually(func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			return err
+		}
+		mp.Spec.Replicas = ptr.To[int32](3)
+		return env.Client.Update(ctx, mp)
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		pool := &poolv1alpha1.MonolithMachinePool{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, pool)).To(Succeed())
+		g.Expect(conditions.GetReason(pool, clusterv1.ReadyCondition)).To(Equal(poolv1alpha1.InvalidConfigurationReason))
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp)).To(Succeed())
+		g.Expect(mp.Status.ObservedGeneration).To(Equal(mp.Generation), "core reconciled the change")
+	}, timeout, poll).Should(Succeed())
+	// The log checked is the one of those reconciles: core logged that it
+	// read the failed pool, past its failure fields.
+	g.Expect(out.String()).To(ContainSubstring(`"Infrastructure provider is not yet ready" controller="machinepool"`))
+	g.Expect(out.String()).To(ContainSubstring(`MachinePool="` + ns + `/p"`))
+	g.Expect(panics(out.String())).To(BeEmpty(), "Cluster API core's log")
+}
