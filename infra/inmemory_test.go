@@ -19,6 +19,7 @@ import (
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/modules"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -98,7 +99,7 @@ func TestInMemoryClusterAndMachineWithPoolAddressesProvisionAndDelete(t *testing
 		Spec:       ipamv1alpha1.IPPoolSpec{Addresses: []string{"192.168.10.10-192.168.10.20"}, Prefix: 24, Gateway: "192.168.10.1"},
 	}
 	g.Expect(env.Client.Create(ctx, pool)).To(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd: [\"true\"]\n")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
 	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
 	machine := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},

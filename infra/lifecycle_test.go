@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -47,7 +48,7 @@ func newFixture(t *testing.T, labels map[string]string) fixture {
 	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	g.Expect(env.Client.Status().Patch(ctx, cluster, patch)).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "bootstrap"},
-		Data: map[string][]byte{"value": []byte("#cloud-config\n")}})).To(Succeed())
+		Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}})).To(Succeed())
 	return fixture{ns: ns.Name, cluster: cluster}
 }
 
@@ -153,14 +154,15 @@ func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 	g := NewWithT(t)
 	start(t, managertest.Infra())
 	f := newFixture(t, nil)
-	// The Secret exists but holds no value.
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}})).To(Succeed())
+	// The fixture's bootstrap Secret, which its machines read, exists but
+	// holds no value: emptied before the machine exists, so that no
+	// bootstrap from its data can win the race.
+	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bootstrap"}}
+	get(g, empty)
+	ep := client.MergeFrom(empty.DeepCopy())
+	empty.Data = nil
+	g.Expect(env.Client.Patch(ctx, empty, ep)).To(Succeed())
 	mm := f.machine(t, "m", nil)
-	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "m"}}
-	get(g, m)
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Spec.Bootstrap.DataSecretName = ptr.To("empty")
-	g.Expect(env.Client.Patch(ctx, m, patch)).To(Succeed())
 
 	// The patch helper writes conditions and spec in separate requests:
 	// wait for both.
@@ -168,15 +170,15 @@ func TestMalformedBootstrapDataIsReportedAndRetried(t *testing.T) {
 		get(g, mm)
 		c := conditions.Get(mm, infrav1.BootstrapExecSucceededCondition)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason + ": " + c.Message).To(Equal(infrav1.FailedReason + ": bootstrap data Secret empty has no value"))
+		g.Expect(c.Reason + ": " + c.Message).To(Equal(infrav1.FailedReason + ": bootstrap data Secret bootstrap has no value"))
 		g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "the node exists; only its bootstrap waits")
 	}, timeout).Should(Succeed())
 
 	// Fixing the data is picked up by the retry, with no manual step.
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bootstrap"}}
 	get(g, s)
 	sp := client.MergeFrom(s.DeepCopy())
-	s.Data = map[string][]byte{"value": []byte("#cloud-config\n")}
+	s.Data = map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}
 	g.Expect(env.Client.Patch(ctx, s, sp)).To(Succeed())
 	g.Eventually(func(g Gomega) bool { return provisioned(g, mm) }, timeout).Should(BeTrue())
 }
@@ -213,6 +215,39 @@ func TestBootstrapDataThatInflatesIsNeverBootstrapped(t *testing.T) {
 		g.Expect(c.Reason).To(Equal(infrav1.InvalidBootstrapDataReason))
 		g.Expect(c.Message).To(ContainSubstring("decompresses to more than"))
 	}, timeout).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		get(g, mm)
+		g.Expect(conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition)).To(BeFalse())
+		g.Expect(conditions.IsTrue(mm, clusterv1.ReadyCondition)).To(BeFalse())
+	}, 3*time.Second, 300*time.Millisecond).Should(Succeed())
+}
+
+// Well-formed bootstrap data that holds no kubeadm configuration (issue 28:
+// the machine was reported BootstrapExecSucceeded and Ready) is never
+// bootstrapped by the inMemory backend, which runs only kubeadm's: the
+// machine says why, in BootstrapExecSucceeded and in Ready.
+func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.T) {
+	g := NewWithT(t)
+	start(t, managertest.Infra())
+	f := newFixture(t, nil)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bootstrap"}}
+	get(g, s)
+	sp := client.MergeFrom(s.DeepCopy())
+	s.Data = map[string][]byte{"value": []byte("#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n")}
+	g.Expect(env.Client.Patch(ctx, s, sp)).To(Succeed())
+	mm := f.machine(t, "m", nil)
+
+	g.Eventually(func(g Gomega) {
+		get(g, mm)
+		c := conditions.Get(mm, infrav1.BootstrapExecSucceededCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(infrav1.UnsupportedBootstrapDataReason))
+		g.Expect(c.Message).To(ContainSubstring("no kubeadm InitConfiguration or JoinConfiguration in the cloud-config data"))
+		g.Expect(c.Message).To(ContainSubstring("the inMemory backend runs only kubeadm bootstrap data"))
+		g.Expect(conditions.GetReason(mm, clusterv1.ReadyCondition)).To(Equal(infrav1.UnsupportedBootstrapDataReason))
+	}, timeout).Should(Succeed())
+	g.Expect(mm.Spec.ProviderID).NotTo(BeEmpty(), "the node exists; only its bootstrap is refused")
 	g.Consistently(func(g Gomega) {
 		get(g, mm)
 		g.Expect(conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition)).To(BeFalse())

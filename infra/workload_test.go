@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -186,7 +187,7 @@ func createWorkloadMachine(g Gomega, namespace string, cluster *clusterv1.Cluste
 	}
 	data := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd: [\"true\"]\n")},
+		Data:       map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)},
 	}
 	g.Expect(env.Client.Create(ctx, data)).To(Succeed())
 	machine := &clusterv1.Machine{

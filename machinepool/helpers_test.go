@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/machinepool/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
 const (
@@ -67,7 +68,7 @@ func inMemory() fixtureOptions {
 	return fixtureOptions{
 		clusterBackend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}},
 		instance:       v1alpha1.InstanceTemplate{Backend: infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{}}},
-		bootstrap:      "#cloud-config\n",
+		bootstrap:      kubeadmdata.JoinWorker,
 	}
 }
 

@@ -57,6 +57,12 @@ const (
 	// configuration does not parse); the node is not bootstrapped. It is
 	// retried, so that a corrected Secret is picked up.
 	InvalidBootstrapDataReason = "InvalidBootstrapData"
+	// UnsupportedBootstrapDataReason: the bootstrap data reads well but the
+	// backend cannot run it: the inMemory backend runs only kubeadm
+	// bootstrap data (a kubeadm InitConfiguration or JoinConfiguration, as
+	// Cluster API's kubeadm bootstrap provider writes it); the node is not
+	// bootstrapped. It is retried, so that a corrected Secret is picked up.
+	UnsupportedBootstrapDataReason = "UnsupportedBootstrapData"
 	// NotApplicableReason: nothing to do for this object.
 	NotApplicableReason = "NotApplicable"
 	// DeletingReason: the object is being deleted.

@@ -26,6 +26,12 @@ import (
 // bootstrapped, and the condition says so with its own reason.
 var ErrInvalidBootstrapData = errors.New("invalid bootstrap data")
 
+// ErrUnsupportedBootstrapData is wrapped by Machine.Bootstrap for bootstrap
+// data that reads well but that the backend cannot run (the inMemory
+// backend runs only kubeadm's): the node is not bootstrapped, and the
+// condition says so with its own reason.
+var ErrUnsupportedBootstrapData = errors.New("unsupported bootstrap data")
+
 // ClusterRef names the Cluster API Cluster that backend objects belong to.
 type ClusterRef struct {
 	Namespace string

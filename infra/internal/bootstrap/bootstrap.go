@@ -52,8 +52,9 @@ type Progress struct {
 	// Succeeded is true once the bootstrap data ran to its end.
 	Succeeded bool
 	// Reason and Message say why not yet: v1alpha1.RunningReason with the
-	// task's progress, v1alpha1.InvalidBootstrapDataReason or
-	// v1alpha1.FailedReason with the error.
+	// task's progress, v1alpha1.InvalidBootstrapDataReason,
+	// v1alpha1.UnsupportedBootstrapDataReason or v1alpha1.FailedReason with
+	// the error.
 	Reason, Message string
 }
 
@@ -107,11 +108,15 @@ func failed(err error) Progress {
 	return Progress{Reason: v1alpha1.FailedReason, Message: err.Error()}
 }
 
-// taskFailed is the progress of a run that failed: bootstrap data the node
-// cannot run says so (InvalidBootstrapData), anything else is Failed.
+// taskFailed is the progress of a run that failed: bootstrap data that
+// cannot be read (InvalidBootstrapData) or that the node cannot run
+// (UnsupportedBootstrapData) says so, anything else is Failed.
 func taskFailed(err error) Progress {
-	if errors.Is(err, backend.ErrInvalidBootstrapData) {
+	switch {
+	case errors.Is(err, backend.ErrInvalidBootstrapData):
 		return Progress{Reason: v1alpha1.InvalidBootstrapDataReason, Message: err.Error()}
+	case errors.Is(err, backend.ErrUnsupportedBootstrapData):
+		return Progress{Reason: v1alpha1.UnsupportedBootstrapDataReason, Message: err.Error()}
 	}
 	return failed(err)
 }

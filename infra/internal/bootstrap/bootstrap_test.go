@@ -19,6 +19,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
 	"github.com/capi-monolith/capi-monolith/infra/internal/bootstrap"
 	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
 // A run that does not finish (here the inMemory backend simulating an hour)
@@ -29,7 +30,7 @@ func TestABootstrapRunStopsAtItsDeadline(t *testing.T) {
 	ctx := t.Context()
 	scheme := runtime.NewScheme()
 	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config\n")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
 
 	b := inmemory.New(inmemory.Options{})
@@ -95,4 +96,37 @@ func TestBootstrapDataPastTheBoundIsNeverBootstrapped(t *testing.T) {
 	g.Expect(progress.Succeeded).To(BeFalse())
 	g.Expect(progress.Reason).To(Equal(v1alpha1.InvalidBootstrapDataReason))
 	g.Expect(progress.Message).To(ContainSubstring("decompresses to more than"))
+}
+
+// Well-formed bootstrap data without kubeadm configuration (issue 28: it
+// made an inMemory machine BootstrapExecSucceeded) fails with its own
+// reason, saying what the backend runs, and is never reported as succeeded.
+func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	scheme := runtime.NewScheme()
+	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	data := "#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(data)}}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
+
+	b := inmemory.New(inmemory.Options{})
+	node := backend.MachineRef{Cluster: backend.ClusterRef{Namespace: "ns", Name: "c"}, Name: "m"}
+	_, err := b.EnsureNode(ctx, backend.NodeSpec{Machine: node, Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{}}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
+	opts := bootstrap.Options{Client: reader, Tasks: tasks.New(ctx), Backend: b, Node: node, SecretName: secret.Name}
+	_, _, err = bootstrap.Reconcile(ctx, mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool {
+		state, ok := opts.Tasks.State(string(mm.UID))
+		return ok && !state.Running
+	}).WithTimeout(10 * time.Second).Should(BeTrue())
+	progress, result, err := bootstrap.Reconcile(ctx, mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(progress.Succeeded).To(BeFalse())
+	g.Expect(progress.Reason).To(Equal(v1alpha1.UnsupportedBootstrapDataReason))
+	g.Expect(progress.Message).To(ContainSubstring("the inMemory backend runs only kubeadm bootstrap data"))
+	g.Expect(result.RequeueAfter).To(BeNumerically(">", 0), "retried, so that a corrected Secret is picked up")
 }

@@ -258,8 +258,9 @@ func addOffset(a netip.Addr, off uint64) netip.Addr {
 	return out
 }
 
-// Bootstrap implements backend.Machine: it simulates running the data for
-// the machine's bootstrap delay.
+// Bootstrap implements backend.Machine: it simulates running kubeadm
+// bootstrap data for the machine's bootstrap delay, and refuses other data
+// (parseBootstrap).
 func (b *Backend) Bootstrap(ctx context.Context, m backend.MachineRef, data backend.BootstrapData, progress backend.Progress) error {
 	if len(data.Value) == 0 {
 		return fmt.Errorf("bootstrap data is empty")

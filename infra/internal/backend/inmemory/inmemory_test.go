@@ -14,6 +14,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
 var cluster = backend.ClusterRef{Namespace: "ns", Name: "c"}
@@ -123,11 +124,11 @@ func TestBootstrapIsCancelledWithItsContextAndRefusesEmptyData(t *testing.T) {
 	done := make(chan error, 1)
 	var progress []string
 	go func() {
-		done <- b.Bootstrap(ctx, spec.Machine, backend.BootstrapData{Value: []byte("x")}, func(p string) { progress = append(progress, p) })
+		done <- b.Bootstrap(ctx, spec.Machine, backend.BootstrapData{Value: []byte(kubeadmdata.JoinWorker), Format: "cloud-config"}, func(p string) { progress = append(progress, p) })
 	}()
 	cancel()
 	g.Eventually(done, 5*time.Second).Should(Receive(MatchError(context.Canceled)))
-	g.Expect(progress).To(ConsistOf(ContainSubstring("simulated")))
+	g.Expect(progress).To(ConsistOf(ContainSubstring("Running kubeadm join (simulated")))
 
 	g.Expect(b.Bootstrap(context.Background(), spec.Machine, backend.BootstrapData{}, func(string) {})).To(MatchError("bootstrap data is empty"))
 }
@@ -177,4 +178,51 @@ func TestANodeIsPlacedInItsFailureDomainAndStaysThere(t *testing.T) {
 	n, err = b.EnsureNode(ctx, other)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n.FailureDomain).To(BeEmpty())
+}
+
+// Only kubeadm data whose configuration parses counts as bootstrapped:
+// the backend simulates kubeadm and nothing else (issue 28: a well-formed
+// cloud-config holding no kubeadm configuration made the machine Ready).
+func TestBootstrapRunsOnlyKubeadmDataThatParses(t *testing.T) {
+	tests := []struct {
+		name, data, format string
+		// want is the error Bootstrap wraps, nil for data it runs.
+		want error
+		// message is part of the error's message.
+		message string
+	}{
+		{name: "a kubeadm join runs", data: kubeadmdata.JoinWorker, format: "cloud-config"},
+		{name: "a cloud-config writing a harmless file and echoing is unsupported",
+			data: "#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n", format: "cloud-config",
+			want: backend.ErrUnsupportedBootstrapData, message: "runs only kubeadm bootstrap data"},
+		{name: "an empty cloud-config is unsupported", data: "#cloud-config\n", format: "cloud-config",
+			want: backend.ErrUnsupportedBootstrapData, message: "no kubeadm InitConfiguration or JoinConfiguration in the cloud-config data"},
+		{name: "a shell script is unsupported", data: "#!/bin/sh\necho hello\n", format: "cloud-config",
+			want: backend.ErrUnsupportedBootstrapData, message: "not a cloud-config"},
+		{name: "Ignition without kubeadm is unsupported", data: `{"ignition":{"version":"3.4.0"}}`, format: "ignition",
+			want: backend.ErrUnsupportedBootstrapData, message: "no kubeadm InitConfiguration or JoinConfiguration in the ignition data"},
+		{name: "a cloud-config that is not YAML is invalid", data: "#cloud-config\nwrite_files: [\n", format: "cloud-config",
+			want: backend.ErrInvalidBootstrapData, message: "cloud-config is not YAML"},
+		{name: "a broken encoding is invalid", data: "#cloud-config\nwrite_files:\n- path: /x\n  encoding: b64\n  content: '!!'\n", format: "cloud-config",
+			want: backend.ErrInvalidBootstrapData, message: "failed to decode write_files /x"},
+		{name: "a kubeadm configuration that does not parse is invalid",
+			data:   "#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta4\n    kind: JoinConfiguration\n    nodeRegistration: 7\n",
+			format: "cloud-config", want: backend.ErrInvalidBootstrapData, message: "JoinConfiguration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			b := inmemory.New(inmemory.Options{})
+			spec := nodeSpec("m", "")
+			_, err := b.EnsureNode(context.Background(), spec)
+			g.Expect(err).NotTo(HaveOccurred())
+			err = b.Bootstrap(context.Background(), spec.Machine, backend.BootstrapData{Value: []byte(tt.data), Format: tt.format}, func(string) {})
+			if tt.want == nil {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(tt.want))
+			g.Expect(err).To(MatchError(ContainSubstring(tt.message)))
+		})
+	}
 }

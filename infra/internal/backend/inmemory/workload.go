@@ -114,9 +114,11 @@ func (b *Backend) RegisterNode(ctx context.Context, spec backend.NodeSpec, node 
 	return true, nil
 }
 
-// bootstrapOf returns what the node's bootstrap data says, nil for data
-// that is not kubeadm's (the node then registers as a plain kubelet
-// would). It is parsed once per node and process.
+// bootstrapOf returns what the node's bootstrap data says. It is parsed
+// once per node and process. Data without kubeadm configuration gives nil
+// (the node registers as a plain kubelet would): Bootstrap refuses such
+// data, so only a node an earlier release bootstrapped from it gets here,
+// and it keeps its Node.
 func (b *Backend) bootstrapOf(ctx context.Context, m backend.MachineRef, data func(context.Context) (backend.BootstrapData, error)) (*kubeadm.Bootstrap, error) {
 	b.mu.Lock()
 	boot, ok := b.bootstraps[m]
@@ -128,7 +130,7 @@ func (b *Backend) bootstrapOf(ctx context.Context, m backend.MachineRef, data fu
 	if err != nil {
 		return nil, err
 	}
-	if boot, err = parseBootstrap(d); err != nil {
+	if boot, err = parseBootstrap(d); err != nil && !errors.Is(err, backend.ErrUnsupportedBootstrapData) {
 		return nil, err
 	}
 	b.mu.Lock()
@@ -137,21 +139,26 @@ func (b *Backend) bootstrapOf(ctx context.Context, m backend.MachineRef, data fu
 	return boot, nil
 }
 
-// parseBootstrap reads kubeadm's configuration from bootstrap data: nil
-// for well-formed data that holds none (the node registers as a plain
-// kubelet would), an error wrapping backend.ErrInvalidBootstrapData for
-// data that cannot be read: past the decoding bound, a broken encoding, a
-// kubeadm configuration that does not parse. Such data never counts as
-// bootstrapped.
+// parseBootstrap reads kubeadm's configuration from bootstrap data. Only
+// data whose kubeadm configuration parses counts as bootstrapped: data
+// that cannot be read (past the decoding bound, a cloud-config that is not
+// YAML, an Ignition config that is not JSON, a broken encoding, a kubeadm
+// configuration that does not parse) is an error wrapping
+// backend.ErrInvalidBootstrapData; data that reads well but holds no
+// kubeadm configuration (a cloud-config writing other files, a shell
+// script, another format) one wrapping backend.ErrUnsupportedBootstrapData:
+// this backend simulates kubeadm and nothing else, so such data would
+// make a Node that no kubeadm made.
 func parseBootstrap(d backend.BootstrapData) (*kubeadm.Bootstrap, error) {
 	boot, err := kubeadm.Parse(d.Value, d.Format)
 	switch {
 	case err == nil:
 		return boot, nil
-	case errors.Is(err, kubeadm.ErrTooLarge) || !errors.Is(err, kubeadm.ErrNotKubeadm):
+	case errors.Is(err, kubeadm.ErrTooLarge) || errors.Is(err, kubeadm.ErrMalformed) || !errors.Is(err, kubeadm.ErrNotKubeadm):
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidBootstrapData, err)
 	default:
-		return nil, nil
+		return nil, fmt.Errorf("%w: %w; the inMemory backend runs only kubeadm bootstrap data, as Cluster API's kubeadm bootstrap provider writes it",
+			backend.ErrUnsupportedBootstrapData, err)
 	}
 }
 

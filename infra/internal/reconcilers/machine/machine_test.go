@@ -28,6 +28,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
 	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
 const (
@@ -103,8 +104,8 @@ func newFixture(t *testing.T, nodeCIDR string, funcs interceptor.Funcs, objs ...
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
 			Spec:       v1alpha1.MonolithClusterSpec{Backend: v1alpha1.ClusterBackend{InMemory: &v1alpha1.InMemoryClusterBackend{NodeCIDR: nodeCIDR}}},
 		},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config\n")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config\n")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}},
 	}
 	countWrites := interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {

@@ -77,6 +77,12 @@ const (
 // not kubeadm bootstrap data.
 var ErrNotKubeadm = errors.New("not kubeadm bootstrap data")
 
+// ErrMalformed is returned (wrapped, with ErrNotKubeadm) by Parse and
+// Recognize for data that cannot be read as its format: a cloud-config
+// that is not YAML, an Ignition config that is not JSON. Data that reads
+// well but holds no kubeadm configuration wraps ErrNotKubeadm alone.
+var ErrMalformed = errors.New("malformed bootstrap data")
+
 // Resources of the store this package writes.
 var (
 	nodes               = store.Resource{Resource: "nodes"}

@@ -83,7 +83,10 @@ func Recognize(data []byte, format string) (Role, error) {
 // data. The role is Init when the configuration holds an
 // InitConfiguration, JoinControlPlane for a JoinConfiguration with a
 // controlPlane, JoinWorker for one without. Data without kubeadm
-// configuration is an error wrapping ErrNotKubeadm.
+// configuration is an error wrapping ErrNotKubeadm; data that cannot be
+// read as its format also wraps ErrMalformed, data past the decoding bound
+// ErrTooLarge, and a broken encoding or a kubeadm configuration that does
+// not parse is an error that does not wrap ErrNotKubeadm.
 func Parse(data []byte, format string) (*Bootstrap, error) {
 	if format == "" {
 		format = FormatCloudConfig
@@ -226,7 +229,7 @@ func (d *decoder) cloudConfig(data []byte) (*Bootstrap, error) {
 		} `json:"write_files"`
 	}
 	if err := yaml.Unmarshal(data, &cc); err != nil {
-		return nil, fmt.Errorf("%w: cloud-config is not YAML: %w", ErrNotKubeadm, err)
+		return nil, fmt.Errorf("%w: %w: cloud-config is not YAML: %w", ErrNotKubeadm, ErrMalformed, err)
 	}
 	for _, f := range cc.WriteFiles {
 		content, err := d.decodeCloudInitContent(f.Encoding, f.Content, f.Path)
@@ -278,7 +281,7 @@ func (d *decoder) ignition(data []byte) (*Bootstrap, error) {
 		} `json:"storage"`
 	}
 	if err := json.Unmarshal(data, &ign); err != nil {
-		return nil, fmt.Errorf("%w: Ignition config is not JSON: %w", ErrNotKubeadm, err)
+		return nil, fmt.Errorf("%w: %w: Ignition config is not JSON: %w", ErrNotKubeadm, ErrMalformed, err)
 	}
 	if ign.Ignition.Version == "" {
 		return nil, fmt.Errorf("%w: not an Ignition config (no ignition.version)", ErrNotKubeadm)

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"testing"
 
@@ -237,20 +238,28 @@ func TestRecognizeDecodesCloudInitEncodings(t *testing.T) {
 func TestRecognizeRefusesOtherData(t *testing.T) {
 	for _, tt := range []struct {
 		name, data, format string
+		// malformed: the data cannot be read as its format (ErrMalformed);
+		// else it reads well and holds no kubeadm configuration.
+		malformed bool
 	}{
-		{"the hand-made bootstrap Secret's cloud-config", "#cloud-config\nwrite_files:\n- path: /run/cluster-api/bootstrap-success.complete\n  content: success\n", FormatCloudConfig},
-		{"a shell script", "#!/bin/bash\nkubeadm init\n", FormatCloudConfig},
-		{"nothing", "", ""},
-		{"cloud-config with other YAML files", "#cloud-config\nwrite_files:\n- path: /etc/x.yaml\n  content: |\n    apiVersion: v1\n    kind: ConfigMap\n", FormatCloudConfig},
-		{"cloud-config that is not YAML", "#cloud-config\nwrite_files: [\n", FormatCloudConfig},
-		{"Ignition without kubeadm", `{"ignition":{"version":"2.3.0"},"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,hello"}}]}}`, FormatIgnition},
-		{"JSON that is not Ignition", `{"kind":"InitConfiguration"}`, ""},
-		{"an unknown format", "#cloud-config\n", "mime-multipart"},
+		{name: "the hand-made bootstrap Secret's cloud-config", data: "#cloud-config\nwrite_files:\n- path: /run/cluster-api/bootstrap-success.complete\n  content: success\n", format: FormatCloudConfig},
+		{name: "a harmless file and an echo", data: "#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n", format: FormatCloudConfig},
+		{name: "a shell script", data: "#!/bin/bash\nkubeadm init\n", format: FormatCloudConfig},
+		{name: "nothing", data: "", format: ""},
+		{name: "an empty cloud-config", data: "#cloud-config\n", format: FormatCloudConfig},
+		{name: "cloud-config with other YAML files", data: "#cloud-config\nwrite_files:\n- path: /etc/x.yaml\n  content: |\n    apiVersion: v1\n    kind: ConfigMap\n", format: FormatCloudConfig},
+		{name: "cloud-config that is not YAML", data: "#cloud-config\nwrite_files: [\n", format: FormatCloudConfig, malformed: true},
+		{name: "Ignition without kubeadm", data: `{"ignition":{"version":"2.3.0"},"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,hello"}}]}}`, format: FormatIgnition},
+		{name: "Ignition that is not JSON", data: `{"ignition":`, format: FormatIgnition, malformed: true},
+		{name: "JSON that is not Ignition", data: `{"kind":"InitConfiguration"}`, format: ""},
+		{name: "an unknown format", data: "#cloud-config\n", format: "mime-multipart"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			_, err := Recognize([]byte(tt.data), tt.format)
 			g.Expect(err).To(MatchError(ErrNotKubeadm))
+			g.Expect(errors.Is(err, ErrMalformed)).To(Equal(tt.malformed), "malformed: %v", err)
+			g.Expect(errors.Is(err, ErrTooLarge)).To(BeFalse())
 		})
 	}
 }

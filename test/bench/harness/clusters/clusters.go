@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	ipamv1alpha1 "github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
 // PoolName is the MonolithIPPool CreatePool makes in a namespace.
@@ -77,7 +78,7 @@ func Create(ctx context.Context, c client.Client, opts Options) (*Cluster, error
 	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: opts.Namespace, Name: bootstrapSecret(opts.Name), Labels: labels},
-			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
+			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker), "format": []byte("cloud-config")}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name + "-kubeconfig", Labels: labels},
 			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("apiVersion: v1\nkind: Config\n")}},
 	} {
