@@ -142,7 +142,7 @@ test: envtest-assets capi-managers clusterctl docker-test-images image ## Run ev
 FUZZTIME ?= 1m
 
 .PHONY: fuzz
-fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server, cloud-init and kubeadm bootstrap parsing, IP allocator, pool specs) for FUZZTIME each (default 1m).
+fuzz: envtest-assets ## Run every `go test -fuzz` target (webhooks, hook server, cloud-init and kubeadm bootstrap parsing, workload API handler, IP allocator, pool specs) for FUZZTIME each (default 1m).
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
 	  pkg=./$$(dirname $${f#./}); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
