@@ -29,6 +29,10 @@ const fuzzAllocBound = 64 << 20
 // streams until its client leaves) ends too and the fuzzer goes on.
 const fuzzWatchTimeout = 100 * time.Millisecond
 
+// fuzzRequestBound bounds how long one request takes: a watch ends with
+// its context, anything else is over in milliseconds.
+const fuzzRequestBound = 5 * time.Second
+
 // allowedCodes are the codes the handler answers. No 5xx: 500 is a bug
 // (the handler's recover), and the documented 503 (OpenAPI documents not
 // available) cannot happen without Options.OpenAPI.
@@ -183,8 +187,8 @@ func serveOne(h *Handler, method, path, query, contentType string, body []byte) 
 // FuzzHandler sends the workload API handler any path, verb, query
 // (selectors, watch parameters), content type (every patch type) and body:
 // it never panics, answers a code of the expected set, every error a
-// metav1.Status, and never allocates more than fuzzAllocBound for one
-// request.
+// metav1.Status, within fuzzRequestBound, and never allocates more than
+// fuzzAllocBound for one request.
 func FuzzHandler(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s.method, s.path, s.query, s.contentType, s.body)
@@ -200,9 +204,13 @@ func FuzzHandler(f *testing.F) {
 		}
 		st = fuzzStore(t)
 		defer st.Close()
+		started := time.Now()
 		w, allocated, ok := serveOne(h, method, path, query, contentType, body)
 		if !ok {
 			return
+		}
+		if took := time.Since(started); took > fuzzRequestBound {
+			t.Fatalf("%s %s?%s (%s, %d bytes): took %s", method, path, query, contentType, len(body), took)
 		}
 		code := w.Code
 		if !allowedCodes[code] {
