@@ -166,7 +166,7 @@ test-capi-e2e: build envtest-assets capi-managers clusterctl ## Run Cluster API 
 	cd test/capie2e && go test -tags e2e $(GO_TEST_FLAGS) -timeout $(CAPI_E2E_TIMEOUT) -count=1 . -ginkgo.v $(if $(CAPI_E2E_LABELS),-ginkgo.label-filter='$(CAPI_E2E_LABELS)')
 
 .PHONY: test-chaos
-test-chaos: envtest-assets capi-managers docker-test-images image ## Run the long chaos suite (test/chaos, build tag chaos; make test runs only its short run): clusters of every flavor created, scaled and deleted while the manager is SIGKILLed, kube-apiserver restarted, Docker containers killed.
+test-chaos: envtest-assets capi-managers docker-test-images image ## Run the long chaos suite (test/chaos, build tag chaos; make test runs only its short run): clusters of every flavor created, scaled and deleted while the manager is SIGKILLed, kube-apiserver restarted, Docker containers killed; issue 28's bad inputs mixed with SIGKILLs.
 	go test -tags chaos -count=1 -timeout 30m ./test/chaos/ -v
 
 .PHONY: help
