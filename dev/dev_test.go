@@ -217,6 +217,11 @@ func TestCtrlCStopsTheBinaryAndEveryChild(t *testing.T) {
 		if name := processName(pid); name == "etcd" || name == "kube-apiserver" || name == kubeControllerManagerComm {
 			expectLoopbackOnly(g, pid, name)
 		}
+		// etcd holds every Secret: loopback is not enough, every local
+		// user reaches it there.
+		if processName(pid) == "etcd" {
+			expectEtcdRefusesClientsWithoutACertificate(g, pid, stateDirOf(g, r))
+		}
 	}
 
 	r.interrupt(t, g)
