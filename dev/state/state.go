@@ -98,11 +98,19 @@ func secure(dir string, uid int) error {
 	// Check everything before changing anything: a refused folder is left
 	// as it was.
 	var fixes []func() error
+	// Files that go away meanwhile (etcd's, when a live dev owns the
+	// folder and Claim is about to say so) are no concern.
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("failed to read %s: %w", path, err)
 		}
 		info, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("failed to read %s: %w", path, err)
 		}
@@ -134,7 +142,7 @@ func secure(dir string, uid int) error {
 		return err
 	}
 	for _, fix := range fixes {
-		if err := fix(); err != nil {
+		if err := fix(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("failed to make the state folder %s private: %w", dir, err)
 		}
 	}
