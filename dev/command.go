@@ -94,6 +94,10 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 		// Start removes it on Stop, and on failure once it began; this
 		// covers the failures before that.
 		defer os.RemoveAll(state)
+	} else {
+		if err := secureDataDir(state); err != nil {
+			return err
+		}
 	}
 	logs, closeLogs, err := setUpLogging(state, fl.opts.Verbosity)
 	if err != nil {
@@ -275,6 +279,16 @@ func serve(ctx context.Context, env *Environment, force <-chan struct{}, display
 	}
 	display.Printf("Stopped in %s.\n", time.Since(stopping).Round(100*time.Millisecond))
 	return errors.Join(runErr, stopErr)
+}
+
+// secureDataDir makes --data-dir, or takes a reused one, before the log is
+// written in it: a folder of another user is refused, a reused one of ours
+// made private (Start's claim does it again, for callers of Start).
+func secureDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("failed to create the data folder: %w", err)
+	}
+	return state.Secure(dir)
 }
 
 // cleanup is --cleanup.

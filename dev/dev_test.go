@@ -3,7 +3,9 @@ package dev_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,13 +158,62 @@ func TestDataDirResumesWhereTheLastRunStopped(t *testing.T) {
 	g.Expect(filepath.Join(dataDir, "etcd")).To(BeADirectory(), "etcd's data is kept")
 	g.Expect(first.kubeconfig).To(BeARegularFile(), "a kept environment keeps its kubeconfig")
 
+	// Widened meanwhile (a copy, a umask, a chmod -R): dev makes the folder
+	// private again before it uses it; it holds etcd's data and keys.
+	setModes(g, dataDir, 0o755, 0o644)
+
 	second := startBinary(t, g, dir, "--data-dir="+dataDir)
+	expectPrivate(g, dataDir)
 	got := &corev1.ConfigMap{}
 	g.Expect(second.client.Get(ctx, client.ObjectKeyFromObject(cm), got)).To(Succeed())
 	g.Expect(got.Data).To(HaveKeyWithValue("k", "v"))
 	g.Expect(got.UID).To(Equal(cm.UID))
 	expectInstalled(ctx, g, second.client, dataDir)
 	second.interrupt(t, g)
+}
+
+// setModes gives every folder under dir (itself included) dirMode and every
+// file fileMode.
+func setModes(g Gomega, dir string, dirMode, fileMode os.FileMode) {
+	g.Expect(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		g.Expect(err).NotTo(HaveOccurred())
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return nil
+		case d.IsDir():
+			return os.Chmod(path, dirMode)
+		default:
+			return os.Chmod(path, fileMode)
+		}
+	})).To(Succeed())
+}
+
+// expectPrivate checks that every folder under dir (itself included) is
+// 0700 and no file is open to group or others. Files that go away while it
+// looks (etcd's) are skipped.
+func expectPrivate(g Gomega, dir string) {
+	files := 0
+	g.Expect(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		info, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+		case info.IsDir():
+			g.Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o700)), path)
+		default:
+			files++
+			g.Expect(info.Mode().Perm()&0o077).To(BeZero(), "%s is %s", path, info.Mode())
+		}
+		return nil
+	})).To(Succeed())
+	g.Expect(files).To(BeNumerically(">", 5), "etcd's data, keys, kubeconfig and logs were looked at")
 }
 
 // expectInstalled checks what Start promises: CRDs (core's and ours), core's
@@ -216,6 +267,11 @@ func TestCtrlCStopsTheBinaryAndEveryChild(t *testing.T) {
 	for _, pid := range children {
 		if name := processName(pid); name == "etcd" || name == "kube-apiserver" || name == kubeControllerManagerComm {
 			expectLoopbackOnly(g, pid, name)
+		}
+		// etcd holds every Secret: loopback is not enough, every local
+		// user reaches it there.
+		if processName(pid) == "etcd" {
+			expectEtcdRefusesClientsWithoutACertificate(g, pid, stateDirOf(g, r))
 		}
 	}
 

@@ -1,12 +1,17 @@
 package dev_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -66,4 +71,44 @@ func expectLoopbackOnly(g Gomega, pid int, name string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(net.ParseIP(host).IsLoopback()).To(BeTrue(), "%s (pid %d) listens on %s; all: %v", name, pid, addr, addrs)
 	}
+}
+
+// expectEtcdRefusesClientsWithoutACertificate checks every listener of dev's
+// etcd (pid): plain HTTP gets no answer from etcd and TLS without a client
+// certificate is refused, while the client listener answers
+// kube-apiserver's certificate, from the state folder.
+func expectEtcdRefusesClientsWithoutACertificate(g Gomega, pid int, stateDir string) {
+	pki := filepath.Join(stateDir, "pki", "etcd")
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	g.Expect(err).NotTo(HaveOccurred())
+	roots := x509.NewCertPool()
+	g.Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue())
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-etcd-client.crt"), filepath.Join(pki, "apiserver-etcd-client.key"))
+	g.Expect(err).NotTo(HaveOccurred())
+	client := func(cfg *tls.Config) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	plain := client(nil)
+	noCert := client(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+	withCert := client(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+
+	addrs := listeners(g, pid)
+	g.Expect(addrs).To(HaveLen(2), "etcd's client and peer listeners")
+	answered := 0
+	for _, addr := range addrs {
+		if resp, err := plain.Get("http://" + addr + "/version"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), "etcd at %s answers plain HTTP: %s", addr, body)
+		}
+		_, err := noCert.Get("https://" + addr + "/version")
+		g.Expect(err).To(MatchError(ContainSubstring("certificate required")), "etcd at %s serves TLS without a client certificate", addr)
+		resp, err := withCert.Get("https://" + addr + "/health")
+		g.Expect(err).NotTo(HaveOccurred(), "etcd at %s refuses kube-apiserver's certificate", addr)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			answered++
+		}
+	}
+	g.Expect(answered).To(Equal(1), "the client listener answers kube-apiserver's certificate")
 }

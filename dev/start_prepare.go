@@ -73,7 +73,8 @@ func prepare(opts Options) (*plan, error) {
 	}
 
 	// A dev killed earlier (kill -9, a crash) left its temporary state
-	// folder, with a CA key in it, and maybe processes: remove them now.
+	// folder, with keys and etcd's data in it, and maybe processes: remove
+	// them now (only this user's own: see state.CleanStale).
 	removed, err := state.CleanStale(os.TempDir(), TempStatePrefix)
 	for _, dir := range removed {
 		p.display.Printf("  removed the state of a killed capi-monolith dev: %s\n", dir)

@@ -8,6 +8,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/dev/toolcache"
+	"github.com/capi-monolith/capi-monolith/modules"
 )
 
 // newEnvironment is the environment Start fills in, step by step.
@@ -44,6 +45,15 @@ func (e *Environment) claimState(p *plan) error {
 	p.keptData = p.opts.DataDir
 	if p.opts.Ephemeral {
 		e.tempState, p.keptData = true, ""
+	}
+	// A module's own state (the inMemory clusters' workload objects) is
+	// kept only where the rest is: under a kept --data-dir.
+	if p.keptData != "" {
+		for _, m := range p.enabled {
+			if k, ok := m.(modules.StateKeeper); ok {
+				k.KeepStateIn(filepath.Join(e.StateDir, "modules", m.Name()))
+			}
+		}
 	}
 	p.logDir = filepath.Join(e.StateDir, "logs")
 	if err := os.MkdirAll(p.logDir, 0o700); err != nil {

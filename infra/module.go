@@ -109,9 +109,10 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 		return nil, fmt.Errorf("failed to set up the inMemory workload API's OpenAPI source: %w", err)
 	}
 	h, err := hosting.New(hosting.Options{
-		Address: m.opts.InMemoryWorkloadAddress,
-		Ports:   m.opts.InMemoryWorkloadPorts,
-		Secrets: mgr.GetAPIReader(),
+		Address:  m.opts.InMemoryWorkloadAddress,
+		Ports:    m.opts.InMemoryWorkloadPorts,
+		StateDir: m.opts.InMemoryWorkloadStateDir,
+		Secrets:  mgr.GetAPIReader(),
 		Endpoints: func(ctx context.Context) ([]clusterv1.APIEndpoint, error) {
 			list := &v1alpha1.MonolithClusterList{}
 			if err := mgr.GetClient().List(ctx, list); err != nil {
@@ -194,3 +195,14 @@ func clusterNameOf(mc *v1alpha1.MonolithCluster) string {
 	}
 	return mc.Labels[clusterv1.ClusterNameLabel]
 }
+
+// KeepStateIn implements modules.StateKeeper: the inMemory clusters'
+// workload objects are kept in dir, unless --inmemory-workload-state-dir
+// names a folder.
+func (m *Module) KeepStateIn(dir string) {
+	if m.opts.InMemoryWorkloadStateDir == "" {
+		m.opts.InMemoryWorkloadStateDir = dir
+	}
+}
+
+var _ modules.StateKeeper = (*Module)(nil)

@@ -33,6 +33,11 @@ type Options struct {
 	// InMemoryWorkloadPorts are the ports those listeners take, one per
 	// cluster.
 	InMemoryWorkloadPorts hosting.PortRange
+	// InMemoryWorkloadStateDir keeps every inMemory cluster's workload
+	// objects in a journal file per cluster, so that they survive a restart
+	// of the process; empty keeps them in memory only. dev sets it under
+	// --data-dir (see KeepStateIn).
+	InMemoryWorkloadStateDir string
 }
 
 // DefaultOptions returns the options the flags default to.
@@ -62,6 +67,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 			docker.LabelManagementCluster+"=<identity> and finds, adopts and deletes only those. Empty: the UID of the kube-system namespace.")
 	fs.Var(workloadAddressFlag{&o.InMemoryWorkloadAddress}, "inmemory-workload-address",
 		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (not 0.0.0.0).")
+	fs.StringVar(&o.InMemoryWorkloadStateDir, "inmemory-workload-state-dir", o.InMemoryWorkloadStateDir,
+		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
 		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
 }

@@ -57,3 +57,13 @@ type Shared struct {
 	// Options are the settings common to every module.
 	Options Options
 }
+
+// StateKeeper is a module that can keep state of its own across restarts
+// of the process, in a folder it is given: dev gives each one a folder of
+// its --data-dir (and none without it, so that nothing is kept).
+type StateKeeper interface {
+	Module
+	// KeepStateIn keeps the module's state in dir, unless its options
+	// name a folder already. Called before SetupWithManager.
+	KeepStateIn(dir string)
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/runtimeext/internal/registration"
 	"github.com/capi-monolith/capi-monolith/runtimeext/internal/scope"
 	"github.com/capi-monolith/capi-monolith/runtimeext/internal/serving"
+	"github.com/capi-monolith/capi-monolith/runtimeext/internal/workloadnodes"
 )
 
 // Name is the value of --enable-modules that turns this module on.
@@ -158,6 +159,10 @@ func (*Module) AddToScheme(scheme *runtime.Scheme) error {
 // file of its own.
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=monolithippools;globalmonolithippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// UpdateMachine reads the Machine (for its Node) and the workload cluster's
+// kubeconfig Secret, by name.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -181,6 +186,7 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  &record.Recorder{Events: mgr.GetEventRecorder(EventSource), Scope: inScope},
 		Scope:     inScope,
+		Nodes:     &workloadnodes.Reader{Management: mgr.GetAPIReader(), Source: EventSource},
 	})
 	if err != nil {
 		return err

@@ -6,7 +6,8 @@
 // envtest, whose process code sets no parent-death signal: here each child
 // gets one (Linux), so that whatever kills dev, kill -9 included, kills them
 // too, and each runs in a process group of its own, so that stopping it
-// reaches everything it started. Both listen on 127.0.0.1 only.
+// reaches everything it started. Both listen on 127.0.0.1 only, etcd over TLS
+// with client certificates only (see EtcdEndpoint).
 package controlplane
 
 import (
@@ -84,6 +85,8 @@ type ControlPlane struct {
 	// External is true when the API is an existing cluster Start only
 	// connected to.
 	External bool
+	// Etcd is how to reach the etcd Start runs; zero when External.
+	Etcd EtcdEndpoint
 
 	etcd      *process
 	apiServer *process
@@ -135,8 +138,8 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 type layout struct {
 	assets, certDir string
 	out             io.Writer
-	// etcdURL and peerURL are etcd's client and peer URLs; apiHost and
-	// apiPort kube-apiserver's address.
+	// etcdURL and peerURL are etcd's client and peer URLs (https); apiHost
+	// and apiPort kube-apiserver's address.
 	etcdURL, peerURL, apiHost string
 	apiPort                   int
 }
@@ -154,18 +157,23 @@ func newLayout(opts Options) (layout, error) {
 	if err := os.MkdirAll(l.certDir, 0o700); err != nil {
 		return layout{}, fmt.Errorf("failed to create the control plane's cert folder: %w", err)
 	}
+	if err := os.Chmod(l.certDir, 0o700); err != nil {
+		return layout{}, fmt.Errorf("failed to make the control plane's cert folder private: %w", err)
+	}
 	free, err := ports.Free(3)
 	if err != nil {
 		return layout{}, err
 	}
-	l.etcdURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[0]))
-	l.peerURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
+	l.etcdURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[0]))
+	l.peerURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(free[1]))
 	l.apiPort = free[2]
 	l.apiHost = net.JoinHostPort("127.0.0.1", strconv.Itoa(l.apiPort))
 	return l, nil
 }
 
-// startEtcd starts etcd and waits until it is healthy.
+// startEtcd starts etcd, serving TLS and requiring a client certificate of
+// its own CA on both listeners, and waits until it is healthy; it sets
+// cp.Etcd.
 func (cp *ControlPlane) startEtcd(ctx context.Context, opts Options, l layout) error {
 	dataDir, fsync := filepath.Join(opts.WorkDir, "etcd"), false
 	if opts.DataDir != "" {
@@ -175,14 +183,26 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, opts Options, l layout) e
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("failed to create etcd's data folder: %w", err)
 	}
-	var err error
+	ep, files, err := writeEtcdPKI(filepath.Join(l.certDir, "etcd"), l.etcdURL)
+	if err != nil {
+		return err
+	}
 	if cp.etcd, err = startProcess("etcd", filepath.Join(l.assets, "etcd"), []string{
 		"--data-dir=" + dataDir,
 		"--listen-client-urls=" + l.etcdURL,
 		"--advertise-client-urls=" + l.etcdURL,
+		"--cert-file=" + files.serverCert,
+		"--key-file=" + files.serverKey,
+		"--client-cert-auth=true",
+		"--trusted-ca-file=" + ep.CAFile,
+		// The peer listener too: it takes raft messages, which write.
 		"--listen-peer-urls=" + l.peerURL,
 		"--initial-advertise-peer-urls=" + l.peerURL,
 		"--initial-cluster=default=" + l.peerURL,
+		"--peer-cert-file=" + files.serverCert,
+		"--peer-key-file=" + files.serverKey,
+		"--peer-client-cert-auth=true",
+		"--peer-trusted-ca-file=" + ep.CAFile,
 		"--unsafe-no-fsync=" + strconv.FormatBool(!fsync),
 	}, l.out); err != nil {
 		return err
@@ -190,7 +210,16 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, opts Options, l layout) e
 	if opts.OnProcess != nil {
 		opts.OnProcess("etcd", cp.etcd.pid())
 	}
-	return waitHealthy(ctx, cp.etcd, l.etcdURL+"/health", nil)
+	tlsConfig, err := ep.TLSConfig()
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: time.Second}
+	if err := waitHealthy(ctx, cp.etcd, l.etcdURL+"/health", c); err != nil {
+		return err
+	}
+	cp.Etcd = ep
+	return nil
 }
 
 // startAPIServer starts kube-apiserver, with a CA of its own for serving
@@ -202,7 +231,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options, l layo
 	}
 	certDir := l.certDir
 	if cp.apiServer, err = startProcess("kube-apiserver", filepath.Join(l.assets, "kube-apiserver"), []string{
-		"--etcd-servers=" + l.etcdURL,
+		"--etcd-servers=" + cp.Etcd.URL,
+		"--etcd-cafile=" + cp.Etcd.CAFile,
+		"--etcd-certfile=" + cp.Etcd.CertFile,
+		"--etcd-keyfile=" + cp.Etcd.KeyFile,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(l.apiPort),
@@ -261,8 +293,8 @@ func writePKI(certDir string) (caPEM, adminCert, adminKey []byte, err error) {
 		"sa.pub": saPublic, "sa.key": saPrivate,
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			return nil, nil, nil, fmt.Errorf("failed to write %s: %w", name, err)
+		if err := writePrivate(filepath.Join(certDir, name), data); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	return ca.pem, adminCert, adminKey, nil

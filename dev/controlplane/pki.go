@@ -8,9 +8,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
 )
 
@@ -111,4 +113,17 @@ func serviceAccountKeys() (publicPEM, privatePEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
 		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), nil
+}
+
+// writePrivate writes data to path readable by the owner only, also when
+// path exists with a wider mode (a reused --data-dir): os.WriteFile keeps an
+// existing file's mode, so the mode is narrowed before the key is written.
+func writePrivate(path string, data []byte) error {
+	if err := os.Chmod(path, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("failed to make %s private: %w", path, err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	return nil
 }

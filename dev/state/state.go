@@ -6,12 +6,19 @@
 // A process is named by its id and its start time (from /proc), so that a
 // recycled process id never makes a stranger look like the owner or a
 // leftover child.
+//
+// What it acts on must be this user's own: a state folder not owned by the
+// user is refused (Claim) or left alone (CleanStale, which also leaves
+// folders whose mode is not 0700), and a record another user could have
+// written is never believed, so that a folder or record planted in a shared
+// $TMPDIR cannot make dev SIGKILL anything.
 package state
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,17 +40,24 @@ type Lock struct {
 	dir string
 }
 
-// Claim makes this process the owner of dir. It fails when a live dev owns
-// it. When the owner is gone (killed), it first kills the processes that dev
-// recorded and that still run; the folder's content is left to the caller.
-func Claim(dir string) (*Lock, error) {
+// Claim makes this process the owner of dir. It fails when dir is not
+// owned by this user, or when a live dev owns it. Otherwise it makes dir
+// private (see Secure) and, when the owner is gone (killed), kills the
+// processes that dev recorded and that still run; the folder's content is
+// left to the caller.
+func Claim(dir string) (*Lock, error) { return claim(dir, os.Getuid()) }
+
+func claim(dir string, uid int) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create the state folder: %w", err)
+	}
+	if err := secure(dir, uid); err != nil {
+		return nil, err
 	}
 	if owner, ok := readOwner(dir); ok && owner.alive() && owner.pid != os.Getpid() {
 		return nil, fmt.Errorf("state folder %s is in use by capi-monolith dev (pid %d)", dir, owner.pid)
 	}
-	if err := killRecorded(dir); err != nil {
+	if err := killRecorded(dir, uid); err != nil {
 		return nil, err
 	}
 	self, err := identify(os.Getpid())
@@ -57,6 +71,130 @@ func Claim(dir string) (*Lock, error) {
 		return nil, err
 	}
 	return &Lock{dir: dir}, nil
+}
+
+// Secure makes an existing state folder (a reused --data-dir) private: the
+// folder and every folder in it 0700, every file readable and writable by
+// the owner only (it holds etcd's data, keys and the admin kubeconfig). It
+// refuses, changing nothing, a folder or entry not owned by this user.
+// Records that another user could have written (dev.owner, dev.processes)
+// are removed rather than believed. Symbolic links are neither followed
+// nor changed.
+func Secure(dir string) error { return secure(dir, os.Getuid()) }
+
+func secure(dir string, uid int) error {
+	// A --data-dir given as a link: the folder it names is the one to check.
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("failed to resolve the state folder: %w", err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("failed to read the state folder %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("state folder %s is not a folder", dir)
+	}
+	// Check everything before changing anything: a refused folder is left
+	// as it was.
+	var fixes []func() error
+	// Files that go away meanwhile (etcd's, when a live dev owns the
+	// folder and Claim is about to say so) are no concern.
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("failed to read %s: %w", path, err)
+		}
+		info, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("failed to read %s: %w", path, err)
+		}
+		if owner, ok := ownerOf(info); !ok || owner != uid {
+			what := path + " in it is"
+			if path == dir {
+				what = "it is"
+			}
+			return fmt.Errorf("refusing to use the state folder %s: %s owned by uid %d, not by this user (uid %d); use a folder of your own", dir, what, owner, uid)
+		}
+		mode := info.Mode()
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			// chmod would follow it out of the folder.
+			return nil
+		case mode.IsDir():
+			if mode.Perm() != 0o700 {
+				fixes = append(fixes, func() error { return os.Chmod(path, 0o700) })
+			}
+		case isRecord(dir, path) && mode.Perm()&0o022 != 0:
+			fixes = append(fixes, func() error { return os.Remove(path) })
+		case mode.Perm()&0o077 != 0:
+			perm := mode.Perm() &^ 0o077
+			fixes = append(fixes, func() error { return os.Chmod(path, perm) })
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, fix := range fixes {
+		if err := fix(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("failed to make the state folder %s private: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// isRecord tells whether path is one of dir's own records.
+func isRecord(dir, path string) bool {
+	return path == filepath.Join(dir, OwnerFile) || path == filepath.Join(dir, ProcessesFile)
+}
+
+// ownerOf is the uid owning the file info describes.
+func ownerOf(info fs.FileInfo) (int, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, false
+	}
+	return int(st.Uid), true
+}
+
+// trusted tells whether path is a file only uid could have written: a
+// regular file (not a link) of uid's, not writable by group or others.
+// A missing file is trusted: there is nothing to believe.
+func trusted(path string, uid int) bool {
+	info, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	return err == nil && writableOnlyBy(info, uid)
+}
+
+// writableOnlyBy tells whether info is a regular file of uid's that neither
+// group nor others may write.
+func writableOnlyBy(info fs.FileInfo, uid int) bool {
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	owner, ok := ownerOf(info)
+	return ok && owner == uid
+}
+
+// private tells whether dir is a folder only uid can write to and read: a
+// folder (not a link) of uid's with mode 0700, whose records are trusted.
+func private(dir string, uid int) bool {
+	info, err := os.Lstat(dir)
+	if err != nil || !info.IsDir() || info.Mode().Perm() != 0o700 {
+		return false
+	}
+	if owner, ok := ownerOf(info); !ok || owner != uid {
+		return false
+	}
+	return trusted(filepath.Join(dir, OwnerFile), uid) && trusted(filepath.Join(dir, ProcessesFile), uid)
 }
 
 // Record notes a process this dev started, for a later Claim or Clean to
@@ -89,12 +227,18 @@ func (l *Lock) Release() error {
 	return errors.Join(errs...)
 }
 
-// CleanStale removes the folders root/<prefix>* that a killed dev left: an
-// owner file whose process is gone. The processes that dev recorded and that
-// still run are killed first. Folders without an owner file (not a dev
-// state folder, or one being set up) and folders of a live dev are left
-// alone. It returns the folders it removed.
+// CleanStale removes the folders root/<prefix>* that a killed dev of this
+// user left: an owner file whose process is gone. The processes that dev
+// recorded and that still run are killed first. Folders without an owner
+// file (not a dev state folder, or one being set up), folders of a live dev
+// and folders that are not private (owned by another user, mode not 0700,
+// records others could write: planted, or not made by dev) are left alone.
+// It returns the folders it removed.
 func CleanStale(root, prefix string) ([]string, error) {
+	return cleanStale(root, prefix, os.Getuid())
+}
+
+func cleanStale(root, prefix string, uid int) ([]string, error) {
 	matches, err := filepath.Glob(filepath.Join(root, prefix+"*"))
 	if err != nil {
 		return nil, fmt.Errorf("failed to list %s: %w", root, err)
@@ -102,11 +246,14 @@ func CleanStale(root, prefix string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, dir := range matches {
+		if !private(dir, uid) {
+			continue
+		}
 		owner, ok := readOwner(dir)
 		if !ok || owner.alive() {
 			continue
 		}
-		if err := killRecorded(dir); err != nil {
+		if err := killRecorded(dir, uid); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -183,16 +330,23 @@ func readOwner(dir string) (proc, bool) {
 }
 
 // killRecorded sends SIGKILL to the process group of every recorded process
-// that still runs (each child leads a group of its own).
-func killRecorded(dir string) error {
-	f, err := os.Open(filepath.Join(dir, ProcessesFile))
-	if errors.Is(err, os.ErrNotExist) {
+// that still runs and started when the record says (each child leads a group
+// of its own): a process id used again since names another process. A record
+// uid could not have written alone is not believed.
+func killRecorded(dir string, uid int) error {
+	// O_NOFOLLOW, and the checks on what was opened: a link cannot point
+	// the record elsewhere.
+	f, err := os.OpenFile(filepath.Join(dir, ProcessesFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("failed to read the process record: %w", err)
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err != nil || !writableOnlyBy(info, uid) {
+		return nil
+	}
 	var errs []error
 	scanner := bufio.NewScanner(f)
 	for scanner.Scan() {

@@ -2,8 +2,10 @@ package capie2e
 
 import (
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,6 +22,36 @@ var _ = Describe("Cluster API quick start, ipam flavor", func() {
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
 			Flavor: ptr.To("ipam"),
+		}
+	})
+})
+
+// QuickStartSpec passes no wait interval for MachinePools to
+// ApplyClusterTemplateAndWait (its MachineDeployment and control-plane
+// waits have theirs), so the framework's pool wait falls back on gomega's
+// default Eventually timeout of 1 s. As Cluster API's own KCP adoption spec
+// does for itself, the default is set here, to the E2EConfig's
+// wait-machine-pool-nodes interval, for this container only; the spec's
+// assertions are unchanged.
+var _ = Describe("Cluster API quick start, machinepool flavor", func() {
+	BeforeEach(func() {
+		intervals := e2eConfig.GetIntervals("quick-start", "wait-machine-pool-nodes")
+		Expect(intervals).To(HaveLen(2), "the E2EConfig's default/wait-machine-pool-nodes")
+		SetDefaultEventuallyTimeout(mustDuration(intervals[0]))
+		SetDefaultEventuallyPollingInterval(mustDuration(intervals[1]))
+		DeferCleanup(func() {
+			SetDefaultEventuallyTimeout(gomegaDefaultTimeout)
+			SetDefaultEventuallyPollingInterval(gomegaDefaultPolling)
+		})
+	})
+	capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
+		return capie2e.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("machinepool"),
+			PostMachinesProvisioned: func(proxy framework.ClusterProxy, namespace, _ string) {
+				expectCAPIResourcesFound(proxy, namespace)
+			},
 		}
 	})
 })
@@ -157,3 +189,16 @@ var _ = Describe("Cluster API scale (topology flavor, 3 clusters)", func() {
 		}
 	})
 })
+
+// gomega's own defaults, restored after a container that changed them.
+const (
+	gomegaDefaultTimeout = time.Second
+	gomegaDefaultPolling = 10 * time.Millisecond
+)
+
+// mustDuration reads an E2EConfig interval ("5m").
+func mustDuration(v any) time.Duration {
+	d, err := time.ParseDuration(v.(string))
+	Expect(err).NotTo(HaveOccurred(), "interval %v", v)
+	return d
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -143,7 +144,15 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		}
 	})
 
-	It("should roll KCP and the MachineDeployment to the next Kubernetes minor", func(ctx SpecContext) {
+	// dev runs core with InPlaceUpdates and registers our runtime
+	// extension, whose CanUpdateMachine covers version changes of inmemory
+	// machines: with the template's rolling strategy (maxSurge 1), KCP and
+	// the MachineDeployment each make one new Machine and upgrade the
+	// others in place; UpdateMachine reports each done only once its Node
+	// runs the new kubelet.
+	It("should upgrade KCP and the MachineDeployment to the next Kubernetes minor, Machines in place", func(ctx SpecContext) {
+		before, err := runningMachines(ctx, namespace, name)
+		Expect(err).NotTo(HaveOccurred())
 		kcp := &controlplanev1.KubeadmControlPlane{}
 		Expect(kubeadmClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
 		base := kcp.DeepCopy()
@@ -171,6 +180,16 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		out, err := kubectl(ctx, kubeconfig, "version", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring(`"gitVersion": "`+upgradeVersion+`"`), "the workload API server reports the upgraded version")
+
+		after, err := runningMachines(ctx, namespace, name)
+		Expect(err).NotTo(HaveOccurred())
+		for _, controlPlane := range []bool{true, false} {
+			kept := slices.DeleteFunc(machineNames(after, controlPlane), func(n string) bool {
+				return !slices.Contains(machineNames(before, controlPlane), n)
+			})
+			GinkgoWriter.Printf("control plane %t: before %v, after %v\n", controlPlane, machineNames(before, controlPlane), machineNames(after, controlPlane))
+			Expect(kept).NotTo(BeEmpty(), "some Machines (control plane: %t) were upgraded in place, their Nodes at %s", controlPlane, upgradeVersion)
+		}
 	})
 
 	It("should delete the cluster and free its workload API listener", func(ctx SpecContext) {
@@ -240,4 +259,17 @@ func scaleKCP(ctx context.Context, namespace, name string, replicas int32) {
 	base := kcp.DeepCopy()
 	kcp.Spec.Replicas = &replicas
 	Expect(kubeadmClient().Patch(ctx, kcp, client.MergeFrom(base))).To(Succeed())
+}
+
+// machineNames are the sorted names of the control plane's machines
+// (controlPlane) or of the others.
+func machineNames(machines []clusterv1.Machine, controlPlane bool) []string {
+	var names []string
+	for _, m := range machines {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp == controlPlane {
+			names = append(names, m.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -34,6 +34,9 @@ type Options struct {
 	Recorder *record.Recorder
 	// Scope are the Clusters the lifecycle policies apply to.
 	Scope scope.Scope
+	// Nodes reads workload clusters' Nodes for UpdateMachine; nil reports
+	// an update done at once, for tests.
+	Nodes inplace.NodeVersions
 }
 
 // Timeouts the handlers announce. Lifecycle handlers read only the cache;
@@ -58,7 +61,7 @@ func List(opts Options) ([]server.ExtensionHandler, error) {
 		return nil, err
 	}
 	u := &upgrade.Handlers{Recorder: opts.Recorder, Clusters: clusters}
-	i := &inplace.Handlers{Recorder: opts.Recorder}
+	i := &inplace.Handlers{Recorder: opts.Recorder, Nodes: opts.Nodes}
 	fail, ignore := runtimehooksv1.FailurePolicyFail, runtimehooksv1.FailurePolicyIgnore
 	h := func(name string, hook, fn runtimecatalog.Hook, timeout int32, policy runtimehooksv1.FailurePolicy) server.ExtensionHandler {
 		return server.ExtensionHandler{Name: name, Hook: hook, HandlerFunc: fn, TimeoutSeconds: ptr.To(timeout), FailurePolicy: ptr.To(policy)}

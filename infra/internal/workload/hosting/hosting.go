@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
@@ -96,6 +98,11 @@ type Options struct {
 	// SweepInterval is how often served clusters are compared with the
 	// recorded endpoints. Default DefaultSweepInterval.
 	SweepInterval time.Duration
+	// StateDir keeps each cluster's objects in a journal file
+	// (journal.Path(StateDir, namespace, name)), so that they survive a
+	// restart of the process: a cluster served again on its recorded
+	// endpoint gets them back. Empty keeps them in memory only.
+	StateDir string
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -135,6 +142,7 @@ type Cluster struct {
 	key      types.NamespacedName
 	endpoint clusterv1.APIEndpoint
 	store    *store.Store
+	journal  *journal.Journal // nil without Options.StateDir
 	listener net.Listener
 	cancel   context.CancelFunc
 	h        *Hosting
@@ -222,7 +230,7 @@ func (h *Hosting) shutdown() {
 	keys := slices.Collect(maps.Keys(h.clusters))
 	h.mu.Unlock()
 	for _, key := range keys {
-		h.Remove(key)
+		h.remove(key, true)
 	}
 }
 
@@ -324,7 +332,7 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 		if err != nil {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("failed to listen on the recorded endpoint of cluster %s: %w", cluster, err)
 		}
-		return h.start(cluster, l), nil
+		return h.start(cluster, l, true)
 	}
 	for range h.opts.Ports.Size() {
 		port := h.next
@@ -343,7 +351,7 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 			// Another process has it: try the next one.
 			continue
 		}
-		return h.start(cluster, l), nil
+		return h.start(cluster, l, false)
 	}
 	return clusterv1.APIEndpoint{}, fmt.Errorf("no free port left in %s on %s for cluster %s", h.opts.Ports, h.opts.Address, cluster)
 }
@@ -379,14 +387,21 @@ func (h *Hosting) listen(port int) (net.Listener, error) {
 	return lc.Listen(h.base, "tcp", netip.AddrPortFrom(h.opts.Address, uint16(port)).String())
 }
 
-// start serves cluster on l; h.mu is held.
-func (h *Hosting) start(key types.NamespacedName, l net.Listener) clusterv1.APIEndpoint {
+// start serves cluster on l, with the objects its journal kept when it is
+// served again on its recorded endpoint (resume); h.mu is held.
+func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (clusterv1.APIEndpoint, error) {
+	st, j, err := h.openStore(key, resume)
+	if err != nil {
+		_ = l.Close()
+		return clusterv1.APIEndpoint{}, err
+	}
 	port := l.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithCancel(h.base)
 	c := &Cluster{
 		key:      key,
 		endpoint: clusterv1.APIEndpoint{Host: h.opts.Address.String(), Port: int32(port)},
-		store:    store.New(store.Options{}),
+		store:    st,
+		journal:  j,
 		listener: l,
 		cancel:   cancel,
 		h:        h,
@@ -405,7 +420,31 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener) clusterv1.APIE
 			log.Error(err, "The workload API listener stopped")
 		}
 	}()
-	return c.endpoint
+	return c.endpoint, nil
+}
+
+// openStore makes cluster's store, kept in its journal when
+// Options.StateDir is set. A cluster served for the first time (no
+// recorded endpoint: never served) starts empty, whatever a journal of an
+// earlier cluster of the same name left.
+func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store, *journal.Journal, error) {
+	if h.opts.StateDir == "" {
+		return store.New(store.Options{}), nil, nil
+	}
+	path := journal.Path(h.opts.StateDir, key.Namespace, key.Name)
+	if !resume {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("failed to remove the stale journal of cluster %s: %w", key, err)
+		}
+	}
+	j, restored, err := journal.Open(journal.Options{Path: path, Log: h.opts.Log.WithValues("cluster", key.String())})
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to read the objects of cluster %s: %w", key, err)
+	}
+	if len(restored) > 0 {
+		h.opts.Log.Info("Restored the workload cluster's objects", "cluster", key.String(), "objects", len(restored))
+	}
+	return store.New(store.Options{Restored: restored, Journal: j}), j, nil
 }
 
 // Hosts reports whether endpoint is one this process serves clusters on
@@ -423,8 +462,13 @@ func (h *Hosting) Cluster(key types.NamespacedName) *Cluster {
 }
 
 // Remove stops serving cluster: its listener closes, its open watches end
-// and its store is dropped. Removing a cluster not served does nothing.
-func (h *Hosting) Remove(key types.NamespacedName) {
+// and its store is dropped, journal included: the cluster is gone.
+// Removing a cluster not served does nothing.
+func (h *Hosting) Remove(key types.NamespacedName) { h.remove(key, false) }
+
+// remove stops serving cluster; keep closes its journal for the next
+// start rather than removing it.
+func (h *Hosting) remove(key types.NamespacedName, keep bool) {
 	h.mu.Lock()
 	c, ok := h.clusters[key]
 	if ok {
@@ -439,6 +483,15 @@ func (h *Hosting) Remove(key types.NamespacedName) {
 	_ = c.listener.Close()
 	c.closeEtcd()
 	c.store.Close()
+	if c.journal != nil {
+		closeJournal := c.journal.Discard
+		if keep {
+			closeJournal = c.journal.Close
+		}
+		if err := closeJournal(); err != nil {
+			h.opts.Log.Error(err, "Failed to close the workload cluster's journal", "cluster", key.String())
+		}
+	}
 	h.opts.Log.Info("Stopped serving the workload API", "cluster", key.String(), "endpoint", endpointString(c.endpoint))
 }
 

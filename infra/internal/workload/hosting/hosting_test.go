@@ -12,12 +12,16 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 // freeRange finds n consecutive ports nothing listens on now.
@@ -313,4 +317,59 @@ func TestStopClosesEveryListenerBeforeStartReturns(t *testing.T) {
 	g.Expect(h.Len()).To(BeZero())
 	_, err = h.Serve(t.Context(), key("b"), clusterv1.APIEndpoint{})
 	g.Expect(errors.Is(err, hosting.ErrStopped)).To(BeTrue(), "%v", err)
+}
+
+// With a StateDir, a cluster served again on its recorded endpoint (after
+// a restart) gets back its objects; a cluster served for the first time
+// starts empty whatever an earlier cluster of its name left; a removed
+// cluster's journal goes with it.
+func TestStateDirKeepsAClustersObjectsAcrossARestart(t *testing.T) {
+	g := NewWithT(t)
+	r := freeRange(g, 2)
+	dir := t.TempDir()
+	newStateful := func() *hosting.Hosting {
+		h, err := hosting.New(hosting.Options{
+			Address: netip.MustParseAddr("127.0.0.1"), Ports: r, StateDir: dir,
+			Secrets: fake.NewClientBuilder().Build(),
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		return h
+	}
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("default")
+	cm.SetName("users")
+	configMaps := store.Resource{Resource: "configmaps", Namespaced: true}
+
+	h := newStateful()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Start(ctx) }()
+	a, err := h.Serve(t.Context(), key("a"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	stored, err := h.Cluster(key("a")).Store().Create(configMaps, cm)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Serve(t.Context(), key("b"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Cluster(key("b")).Store().Create(configMaps, cm)
+	g.Expect(err).NotTo(HaveOccurred())
+	cancel()
+	g.Expect(<-done).To(Succeed())
+
+	h = newStateful()
+	defer h.Remove(key("b"))
+	_, err = h.Serve(t.Context(), key("a"), a)
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := h.Cluster(key("a")).Store().Get(configMaps, "default", "users")
+	g.Expect(err).NotTo(HaveOccurred(), "served again on its recorded endpoint: its objects are back")
+	g.Expect(got.GetUID()).To(Equal(stored.GetUID()))
+
+	_, err = h.Serve(t.Context(), key("b"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Cluster(key("b")).Store().Get(configMaps, "default", "users")
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a cluster served for the first time starts empty")
+
+	h.Remove(key("a"))
+	g.Expect(journal.Path(dir, "ns", "a")).NotTo(BeAnExistingFile(), "a removed cluster's journal is removed")
 }

@@ -71,8 +71,32 @@ type Options struct {
 	// InitialResourceVersion is the resourceVersion before the first change.
 	// Default: the microseconds since the epoch at New, so that a store
 	// rebuilt after a restart never reuses the versions of the one before
-	// and clients resuming from those get 410 Gone and relist.
+	// and clients resuming from those get 410 Gone and relist. It is raised
+	// past every Restored object's resourceVersion.
 	InitialResourceVersion uint64
+	// Restored are the objects a Journal kept, stored as they were (uid,
+	// resourceVersion, timestamps and all) before InitialNamespaces are
+	// made, so that an object survives the restart of the process serving
+	// it unchanged.
+	Restored []Restored
+	// Journal receives every change, in order, under the store's lock: it
+	// keeps the store across restarts (package journal). Nil keeps nothing.
+	Journal Journal
+}
+
+// Journal records a store's changes where they outlive the process.
+type Journal interface {
+	// Put records obj (stored at resourceVersion rv) as res's current
+	// state of its key. obj is never modified afterwards.
+	Put(res Resource, obj *unstructured.Unstructured, rv uint64)
+	// Delete records that res's object namespace/name is gone at rv.
+	Delete(res Resource, namespace, name string, rv uint64)
+}
+
+// Restored is one object a Journal kept.
+type Restored struct {
+	Resource Resource
+	Object   *unstructured.Unstructured
 }
 
 type key struct {
@@ -126,6 +150,11 @@ func New(opts Options) *Store {
 	if opts.InitialResourceVersion == 0 {
 		opts.InitialResourceVersion = uint64(opts.Now().UnixMicro())
 	}
+	for _, r := range opts.Restored {
+		if rv, err := parseRV(r.Object.GetResourceVersion()); err == nil && rv > opts.InitialResourceVersion {
+			opts.InitialResourceVersion = rv
+		}
+	}
 	s := &Store{
 		opts:         opts,
 		rv:           opts.InitialResourceVersion,
@@ -133,6 +162,12 @@ func New(opts Options) *Store {
 		objects:      map[key]*unstructured.Unstructured{},
 		perNamespace: map[string]int{},
 		watchers:     map[*watcher]struct{}{},
+	}
+	for _, r := range opts.Restored {
+		s.objects[keyOf(r.Resource, r.Object.GetNamespace(), r.Object.GetName())] = r.Object
+		if r.Resource.Namespaced {
+			s.perNamespace[r.Object.GetNamespace()]++
+		}
 	}
 	for _, name := range opts.InitialNamespaces {
 		ns := &unstructured.Unstructured{}
@@ -565,8 +600,16 @@ func tooLarge(rv, current uint64) error {
 	return err
 }
 
-// emit records a change in the history and hands it to the watchers.
+// emit records a change in the journal and the history, and hands it to
+// the watchers.
 func (s *Store) emit(e event) {
+	if j := s.opts.Journal; j != nil {
+		if e.typ == watch.Deleted {
+			j.Delete(e.res, e.obj.GetNamespace(), e.obj.GetName(), e.rv)
+		} else {
+			j.Put(e.res, e.obj, e.rv)
+		}
+	}
 	if len(s.history) < s.opts.HistorySize {
 		s.history = append(s.history, e)
 	} else {

@@ -11,10 +11,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -25,7 +28,23 @@ import (
 type Handlers struct {
 	// Recorder records every call; nil records nothing.
 	Recorder *record.Recorder
+	// Nodes reads the kubelet version a machine's Node reports, which
+	// UpdateMachine waits for. Nil answers done at once (unit tests of
+	// the other hooks).
+	Nodes NodeVersions
 }
+
+// NodeVersions reads which Node a Machine has and the kubelet version it
+// reports (package workloadnodes); node is "" while the Machine has none.
+// The hook's request carries no status, so the Machine is read.
+type NodeVersions interface {
+	KubeletVersion(ctx context.Context, machine client.ObjectKey) (node, version string, err error)
+}
+
+// updateRetrySeconds is how soon Cluster API asks again while a machine's
+// update is in progress: an inmemory Node follows its Machine within a
+// reconcile.
+const updateRetrySeconds = 1
 
 // CanUpdateMachine covers version changes of inmemory machines and changes
 // of the spec fields infrav1.InPlaceMachineSpecFields lists (the inmemory
@@ -96,9 +115,14 @@ func (h *Handlers) CanUpdateMachineSet(_ context.Context, req *runtimehooksv1.Ca
 	}
 }
 
-// UpdateMachine completes at once for inmemory machines: nothing runs, so the
-// simulated node has the desired state as soon as its objects do.
-func (h *Handlers) UpdateMachine(_ context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
+// UpdateMachine reports an inmemory machine's update done once its Node
+// reports the desired kubelet version, as an extension that upgrades a
+// real node answers only once the kubelet runs the new version: the
+// infra controller makes the inmemory Node follow its Machine, and until
+// it has, the answer is "in progress" with a message saying what is
+// awaited. A Node that cannot be read yet is in progress too: the update
+// has not landed, and Cluster API asks again.
+func (h *Handlers) UpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
 	start := time.Now()
 	defer func() { h.Recorder.Call("UpdateMachine", nil, resp, start) }()
 	des, err := decode[infrav1.MonolithMachine](req.Desired.InfrastructureMachine, "MonolithMachine")
@@ -113,8 +137,35 @@ func (h *Handlers) UpdateMachine(_ context.Context, req *runtimehooksv1.UpdateMa
 		return
 	}
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+	if waiting := h.awaited(ctx, &req.Desired.Machine); waiting != "" {
+		resp.SetMessage(waiting)
+		resp.SetRetryAfterSeconds(updateRetrySeconds)
+		return
+	}
 	resp.SetRetryAfterSeconds(0)
 }
+
+// awaited says what machine's update still waits for, or "" when its Node
+// runs the desired version.
+func (h *Handlers) awaited(ctx context.Context, machine *clusterv1.Machine) string {
+	if h.Nodes == nil || machine.Spec.Version == "" {
+		return ""
+	}
+	node, got, err := h.Nodes.KubeletVersion(ctx, client.ObjectKeyFromObject(machine))
+	switch {
+	case err != nil:
+		return fmt.Sprintf("waiting for Machine %s's Node to report kubelet %s: %v", machine.Name, machine.Spec.Version, err)
+	case node == "":
+		return fmt.Sprintf("waiting for Machine %s to have a Node", machine.Name)
+	}
+	if normalize(got) != normalize(machine.Spec.Version) {
+		return fmt.Sprintf("waiting for Node %s to report kubelet %s (it reports %q)", node, machine.Spec.Version, got)
+	}
+	return ""
+}
+
+// normalize drops the optional "v" of a Kubernetes version.
+func normalize(v string) string { return strings.TrimPrefix(v, "v") }
 
 func decode[T any](raw runtime.RawExtension, kind string) (*T, error) {
 	var meta struct {

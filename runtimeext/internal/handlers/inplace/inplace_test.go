@@ -3,6 +3,7 @@ package inplace_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
@@ -135,4 +137,55 @@ func TestCanUpdateMachineSetPatchesTheTemplatesInPlaceFields(t *testing.T) {
 	(&inplace.Handlers{}).CanUpdateMachineSet(context.Background(), req, resp)
 	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
 	g.Expect(string(resp.InfrastructureMachineTemplatePatch.Patch)).To(Equal(`{"spec":{"template":{"spec":{"backend":{"inMemory":{"provisioningDelay":"3s"}}}}}}`))
+}
+
+// nodeVersions is a management cluster whose Machines have the Nodes of
+// nodes, which report versions, or err.
+type nodeVersions struct {
+	nodes    map[string]string
+	versions map[string]string
+	err      error
+}
+
+func (n *nodeVersions) KubeletVersion(_ context.Context, machine client.ObjectKey) (string, string, error) {
+	node := n.nodes[machine.Name]
+	return node, n.versions[node], n.err
+}
+
+// UpdateMachine is in progress until the machine's Node reports the
+// desired kubelet version, and says what it waits for; then it is done.
+func TestUpdateMachineIsDoneOnceTheNodeReportsTheDesiredVersion(t *testing.T) {
+	g := NewWithT(t)
+	nodes := &nodeVersions{nodes: map[string]string{}, versions: map[string]string{"n1": "v1.36.3"}}
+	h := &inplace.Handlers{Nodes: nodes}
+	req := &runtimehooksv1.UpdateMachineRequest{}
+	req.Desired.InfrastructureMachine = machine(inMemory(0))
+	req.Desired.Machine.Name = "m1"
+	req.Desired.Machine.Spec.Version = "v1.37.0"
+	update := func() *runtimehooksv1.UpdateMachineResponse {
+		resp := &runtimehooksv1.UpdateMachineResponse{}
+		h.UpdateMachine(context.Background(), req, resp)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
+		return resp
+	}
+
+	resp := update()
+	g.Expect(resp.RetryAfterSeconds).To(BeNumerically(">", 0), "no Node yet: in progress")
+	g.Expect(resp.Message).To(Equal("waiting for Machine m1 to have a Node"))
+
+	nodes.nodes["m1"] = "n1"
+	resp = update()
+	g.Expect(resp.RetryAfterSeconds).To(BeNumerically(">", 0), "the Node reports the old version: in progress")
+	g.Expect(resp.Message).To(Equal(`waiting for Node n1 to report kubelet v1.37.0 (it reports "v1.36.3")`))
+
+	nodes.err = errors.New("connection refused")
+	resp = update()
+	g.Expect(resp.RetryAfterSeconds).To(BeNumerically(">", 0), "an unreadable Node: in progress, never done")
+	g.Expect(resp.Message).To(ContainSubstring("connection refused"))
+
+	nodes.err = nil
+	nodes.versions["n1"] = "v1.37.0"
+	resp = update()
+	g.Expect(resp.RetryAfterSeconds).To(BeZero(), "done")
+	g.Expect(resp.Message).To(BeEmpty())
 }

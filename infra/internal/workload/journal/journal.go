@@ -1,0 +1,345 @@
+// Package journal keeps one workload cluster's objects in a file, so that
+// what users and Cluster API wrote through its workload API outlives the
+// process serving it (Ctrl-C or SIGKILL of `capi-monolith dev --data-dir`,
+// a restarted manager).
+//
+// The file is a journal of JSON lines, one per change, each written with
+// one write(2) as the store makes the change: a killed process loses
+// nothing the kernel has been handed, and a line torn by a crash mid-write
+// is the last one and is ignored when the file is read. When the journal
+// has grown past twice the size of the objects it describes (and
+// CompactAfter), it is rewritten as one line per live object, to a
+// temporary file renamed over it, so that it stays proportional to the
+// cluster, not to its history.
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+// DefaultCompactAfter is the journal size below which it is never
+// compacted.
+const DefaultCompactAfter = 4 << 20
+
+// maxLine bounds one line read back: the workload API refuses objects
+// larger than its request body limit, far below it.
+const maxLine = 64 << 20
+
+// Options configure a Journal.
+type Options struct {
+	// Path is the journal's file; its folder is made (0700) if missing.
+	Path string
+	// CompactAfter is the size below which the file is never rewritten.
+	// Default DefaultCompactAfter.
+	CompactAfter int64
+	// Log receives write failures, which cannot fail the store's change
+	// they follow.
+	Log logr.Logger
+}
+
+// record is one line of the file.
+type record struct {
+	RV         uint64         `json:"rv"`
+	Group      string         `json:"group,omitempty"`
+	Resource   string         `json:"resource"`
+	Namespaced bool           `json:"namespaced,omitempty"`
+	Namespace  string         `json:"namespace,omitempty"`
+	Name       string         `json:"name"`
+	Deleted    bool           `json:"deleted,omitempty"`
+	Object     map[string]any `json:"object,omitempty"`
+}
+
+// decodeRecord reads a line with Kubernetes' JSON rules for objects:
+// whole numbers are int64, as unstructured objects hold them.
+func decodeRecord(line []byte) (record, error) {
+	var raw struct {
+		record
+		Object json.RawMessage `json:"object,omitempty"`
+	}
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return record{}, err
+	}
+	rec := raw.record
+	if len(raw.Object) > 0 {
+		if err := utiljson.Unmarshal(raw.Object, &rec.Object); err != nil {
+			return record{}, err
+		}
+	}
+	return rec, nil
+}
+
+type key struct {
+	group, resource, namespace, name string
+}
+
+// live is an object the journal describes, and the size of its line.
+type live struct {
+	res  store.Resource
+	obj  *unstructured.Unstructured
+	rv   uint64
+	size int64
+}
+
+// Journal is one cluster's journal file. It implements store.Journal; it
+// is safe for concurrent use.
+type Journal struct {
+	opts Options
+
+	mu      sync.Mutex
+	f       *os.File
+	size    int64 // bytes in the file
+	objects map[key]live
+	liveLen int64 // bytes the live objects' lines take
+	failed  bool  // a write failed: logged once, then retried on every change
+}
+
+// Open reads the journal at opts.Path (none yet is an empty cluster) and
+// opens it for the changes to come. It returns the objects it holds, for
+// store.Options.Restored.
+func Open(opts Options) (*Journal, []store.Restored, error) {
+	if opts.CompactAfter <= 0 {
+		opts.CompactAfter = DefaultCompactAfter
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("failed to create the folder of journal %s: %w", opts.Path, err)
+	}
+	j := &Journal{opts: opts, objects: map[key]live{}}
+	if err := j.read(); err != nil {
+		return nil, nil, err
+	}
+	// Start from a compact file: the history before this start is no use.
+	if err := j.rewrite(); err != nil {
+		return nil, nil, err
+	}
+	restored := make([]store.Restored, 0, len(j.objects))
+	for _, l := range j.objects {
+		restored = append(restored, store.Restored{Resource: l.res, Object: l.obj})
+	}
+	return j, restored, nil
+}
+
+// read replays the file into j.objects.
+func (j *Journal) read() error {
+	f, err := os.Open(j.opts.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to open journal %s: %w", j.opts.Path, err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ; n++ {
+		line, err := readLine(r)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("failed to read journal %s at line %d: %w", j.opts.Path, n, err)
+		}
+		rec, err := decodeRecord(line)
+		if err != nil || line[len(line)-1] != '\n' {
+			// Only the last line can be torn (a crash mid-write); a bad
+			// line with more after it is corruption.
+			if _, peekErr := r.Peek(1); errors.Is(peekErr, io.EOF) {
+				j.opts.Log.Info("Ignoring the torn last line of a workload journal", "journal", j.opts.Path, "line", n)
+				return nil
+			}
+			return fmt.Errorf("journal %s is corrupt at line %d: %v", j.opts.Path, n, err)
+		}
+		j.apply(rec, int64(len(line)))
+	}
+}
+
+// readLine reads one line, newline included (missing on a torn last line),
+// refusing lines over maxLine.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var buf bytes.Buffer
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf.Write(chunk)
+		if buf.Len() > maxLine {
+			return nil, fmt.Errorf("a line is longer than %d bytes", maxLine)
+		}
+		switch {
+		case err == nil:
+			return buf.Bytes(), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && buf.Len() > 0:
+			return buf.Bytes(), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (j *Journal) apply(rec record, size int64) {
+	k := key{group: rec.Group, resource: rec.Resource, namespace: rec.Namespace, name: rec.Name}
+	if old, ok := j.objects[k]; ok {
+		j.liveLen -= old.size
+		delete(j.objects, k)
+	}
+	if rec.Deleted {
+		return
+	}
+	res := store.Resource{Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced}
+	j.objects[k] = live{res: res, obj: &unstructured.Unstructured{Object: rec.Object}, rv: rec.RV, size: size}
+	j.liveLen += size
+}
+
+// Put implements store.Journal.
+func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, rv uint64) {
+	j.append(record{
+		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), Object: obj.Object,
+	})
+}
+
+// Delete implements store.Journal.
+func (j *Journal) Delete(res store.Resource, namespace, name string, rv uint64) {
+	j.append(record{
+		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
+		Namespace: namespace, Name: name, Deleted: true,
+	})
+}
+
+func (j *Journal) append(rec record) {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		j.opts.Log.Error(err, "Failed to encode a workload object for its journal", "journal", j.opts.Path, "name", rec.Name)
+		return
+	}
+	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return
+	}
+	if rec.Deleted {
+		j.apply(rec, 0)
+	} else {
+		j.apply(record{RV: rec.RV, Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced,
+			Namespace: rec.Namespace, Name: rec.Name, Object: rec.Object}, int64(len(line)))
+	}
+	if _, err := j.f.Write(line); err != nil {
+		if !j.failed {
+			j.opts.Log.Error(err, "Failed to write a workload cluster's journal: changes may not survive a restart", "journal", j.opts.Path)
+		}
+		j.failed = true
+		return
+	}
+	j.failed = false
+	j.size += int64(len(line))
+	if j.size > j.opts.CompactAfter && j.size > 2*j.liveLen {
+		if err := j.rewrite(); err != nil {
+			j.opts.Log.Error(err, "Failed to compact a workload cluster's journal", "journal", j.opts.Path)
+		}
+	}
+}
+
+// rewrite replaces the file with one line per live object and reopens it
+// for appending; j.mu is held (or j is not shared yet).
+func (j *Journal) rewrite() error {
+	tmp := j.opts.Path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", tmp, err)
+	}
+	w := bufio.NewWriterSize(f, 256<<10)
+	var size int64
+	for k, l := range j.objects {
+		line, err := json.Marshal(record{
+			RV: l.rv, Group: l.res.Group, Resource: l.res.Resource, Namespaced: l.res.Namespaced,
+			Namespace: k.namespace, Name: k.name, Object: l.obj.Object,
+		})
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("failed to encode %s %s for journal %s: %w", l.res.Resource, k.name, j.opts.Path, err)
+		}
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("failed to write %s: %w", tmp, err)
+		}
+		l.size = int64(len(line))
+		j.objects[k] = l
+		size += l.size
+	}
+	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("failed to write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, j.opts.Path); err != nil {
+		return fmt.Errorf("failed to replace journal %s: %w", j.opts.Path, err)
+	}
+	if j.f != nil {
+		_ = j.f.Close()
+	}
+	if j.f, err = os.OpenFile(j.opts.Path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		j.f = nil
+		return fmt.Errorf("failed to reopen journal %s: %w", j.opts.Path, err)
+	}
+	j.size, j.liveLen = size, size
+	return nil
+}
+
+// Close compacts the journal and closes it; the file stays, for the next
+// start. Changes after Close are not recorded.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.rewrite()
+	if j.f != nil {
+		err = errors.Join(err, j.f.Close())
+	}
+	j.f = nil
+	return err
+}
+
+// Discard closes the journal and removes its file: the cluster is gone.
+func (j *Journal) Discard() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	if err := os.Remove(j.opts.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("failed to remove journal %s: %w", j.opts.Path, err)
+	}
+	return nil
+}
+
+// Path is where the journal of cluster namespace/name lives under dir.
+func Path(dir, namespace, name string) string {
+	return filepath.Join(dir, namespace, name+".journal")
+}
+
+// Len is the number of live objects the journal describes.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.objects)
+}
+
+var _ store.Journal = (*Journal)(nil)

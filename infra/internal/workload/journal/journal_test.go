@@ -1,0 +1,155 @@
+package journal_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
+)
+
+var configMaps = store.Resource{Resource: "configmaps", Namespaced: true}
+
+func configMap(name, value string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace("default")
+	u.SetName(name)
+	_ = unstructured.SetNestedField(u.Object, value, "data", "k")
+	_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas")
+	return u
+}
+
+// open opens the journal at path and a store restored from it.
+func open(g Gomega, path string, compactAfter int64) (*journal.Journal, *store.Store) {
+	j, restored, err := journal.Open(journal.Options{Path: path, CompactAfter: compactAfter})
+	g.Expect(err).NotTo(HaveOccurred())
+	return j, store.New(store.Options{Restored: restored, Journal: j})
+}
+
+// What was written survives a restart unchanged (uid, resourceVersion,
+// generation, whole numbers as int64), deletions stay deleted, and the
+// restored store's resourceVersions go on past the old ones, so that a
+// watch from before the restart gets 410 Gone and relists.
+func TestObjectsSurviveARestart(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "ns", "c.journal")
+	j, s := open(g, path, 0)
+
+	kept, err := s.Create(configMaps, configMap("kept", "v1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	kept.SetResourceVersion("")
+	_ = unstructured.SetNestedField(kept.Object, "v2", "data", "k")
+	kept, err = s.Update(configMaps, kept)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.Create(configMaps, configMap("gone", "x"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _, err = s.Delete(configMaps, "default", "gone", store.Preconditions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	before := s.ResourceVersion()
+	// Not closed: as after SIGKILL, only what was written counts.
+
+	_, s2 := open(g, path, 0)
+	got, err := s2.Get(configMaps, "default", "kept")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Object).To(Equal(kept.Object), "the object is restored as it was stored")
+	replicas, found, err := unstructured.NestedInt64(got.Object, "spec", "replicas")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	g.Expect(replicas).To(Equal(int64(3)))
+	_, err = s2.Get(configMaps, "default", "gone")
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a deleted object stays deleted")
+	_, err = s2.Get(store.Namespaces, "", "kube-system")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(rv(g, s2.ResourceVersion())).To(BeNumerically(">=", rv(g, before)), "resourceVersions only go forward")
+	_, err = s2.Watch(configMaps, "default", store.WatchOptions{ResourceVersion: before})
+	g.Expect(apierrors.IsResourceExpired(err) || apierrors.IsGone(err)).To(BeTrue(), "a watch from before the restart relists: %v", err)
+	g.Expect(j.Close()).To(Succeed())
+}
+
+func rv(g Gomega, s string) uint64 {
+	v, err := strconv.ParseUint(s, 10, 64)
+	g.Expect(err).NotTo(HaveOccurred())
+	return v
+}
+
+// A line torn by a crash mid-write is the last one and is ignored; a bad
+// line with more after it is corruption and refused with its line number.
+func TestATornLastLineIsIgnoredAndCorruptionRefused(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "c.journal")
+	j, s := open(g, path, 0)
+	_, err := s.Create(configMaps, configMap("a", "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(j.Close()).To(Succeed())
+
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = f.WriteString(`{"rv":99,"resource":"configmaps","name":"b","obj`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.Close()).To(Succeed())
+
+	_, s2 := open(g, path, 0)
+	_, err = s2.Get(configMaps, "default", "a")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	data, err := os.ReadFile(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(path, append([]byte("not json\n"), data...), 0o600)).To(Succeed())
+	_, _, err = journal.Open(journal.Options{Path: path})
+	g.Expect(err).To(MatchError(ContainSubstring("is corrupt at line 1")))
+}
+
+// Many changes of few objects keep the file proportional to the objects:
+// it is compacted once it is twice their size and past CompactAfter.
+func TestTheJournalIsCompacted(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "c.journal")
+	j, s := open(g, path, 64<<10)
+	for i := range 2000 {
+		obj, err := s.Get(configMaps, "default", "hot")
+		if apierrors.IsNotFound(err) {
+			_, err = s.Create(configMaps, configMap("hot", "0"))
+			g.Expect(err).NotTo(HaveOccurred())
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		_ = unstructured.SetNestedField(obj.Object, strconv.Itoa(i), "data", "k")
+		_, err = s.Update(configMaps, obj)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	info, err := os.Stat(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Size()).To(BeNumerically("<", 128<<10), "compacted: 2,000 changes of one object")
+	g.Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+
+	_, s2 := open(g, path, 64<<10)
+	got, err := s2.Get(configMaps, "default", "hot")
+	g.Expect(err).NotTo(HaveOccurred())
+	value, _, _ := unstructured.NestedString(got.Object, "data", "k")
+	g.Expect(value).To(Equal("1999"), "the last change survives compaction")
+	g.Expect(j.Close()).To(Succeed())
+}
+
+// A cluster that is gone takes its journal with it.
+func TestDiscardRemovesTheFile(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "c.journal")
+	j, s := open(g, path, 0)
+	_, err := s.Create(configMaps, configMap("a", "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(j.Discard()).To(Succeed())
+	_, err = os.Stat(path)
+	g.Expect(os.IsNotExist(err)).To(BeTrue())
+	_, s2 := open(g, path, 0)
+	_, err = s2.Get(configMaps, "default", "a")
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
