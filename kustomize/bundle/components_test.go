@@ -57,12 +57,11 @@ func TestComponentsFollowClusterctlsContract(t *testing.T) {
 					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
-			want := componentsVariables
-			if p.Overlay == "infrastructure" {
+			g.Expect(comps.Variables()).To(ConsistOf(componentsVariables))
+			if p.Docker != nil {
 				// The docker backend's socket group.
-				want = append(slices.Clone(want), "MONOLITH_DOCKER_SOCKET_GID")
+				g.Expect(dockerComponents(t, p).Variables()).To(ConsistOf(append(slices.Clone(componentsVariables), "MONOLITH_DOCKER_SOCKET_GID")))
 			}
-			g.Expect(comps.Variables()).To(ConsistOf(want))
 			g.Expect(comps.Images()).To(ConsistOf(bundle.DefaultImageRepository + ":" + testVersion))
 
 			// Every variable has a default: processing with none set works,
@@ -391,21 +390,24 @@ func TestInfrastructureKindsAreAggregatedToCore(t *testing.T) {
 }
 
 // The manager (uid 65532) reaches a root:docker 0660 socket through its
-// supplementary group: the infrastructure Deployment (and only the bundles
-// mounting the socket) adds ${MONOLITH_DOCKER_SOCKET_GID}, an integer once
-// clusterctl processed it.
+// supplementary group: the Docker variants (and only they) add
+// ${MONOLITH_DOCKER_SOCKET_GID}, an integer once clusterctl processed it.
 func TestDockerSocketGroupIsSupplementary(t *testing.T) {
 	for _, p := range bundle.Providers {
 		t.Run(p.Label, func(t *testing.T) {
 			g := NewWithT(t)
 			deployments := ofKind(components(t, p, "").Objs(), "Deployment")
 			g.Expect(deployments).To(HaveLen(1))
-			groups, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			_, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
 			g.Expect(err).NotTo(HaveOccurred())
-			if p.Overlay != "infrastructure" {
-				g.Expect(found).To(BeFalse())
+			g.Expect(found).To(BeFalse())
+			if p.Docker == nil {
 				return
 			}
+			deployments = ofKind(dockerComponents(t, p).Objs(), "Deployment")
+			g.Expect(deployments).To(HaveLen(1))
+			groups, _, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(groups).To(Equal([]any{int64(0)}))
 		})
 	}

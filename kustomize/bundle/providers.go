@@ -31,6 +31,22 @@ type Provider struct {
 	// ExtensionConfig says whether the release carries ExtensionConfigFile,
 	// the runtime extension's registration the admin applies.
 	ExtensionConfig bool
+	// Docker is the same components with the node's Docker socket mounted
+	// (kustomize/components/docker-socket), for the docker backend; nil
+	// when the provider has none. The socket is a hostPath volume, which no
+	// clusterctl variable can remove, so the default components go without
+	// it and run under the restricted Pod Security Standard.
+	Docker *Variant
+}
+
+// Variant is another components file of a provider, in the same version
+// folder, built from an overlay of its own.
+type Variant struct {
+	// Overlay is the folder under kustomize/overlays it is built from.
+	Overlay string
+	// ComponentsFile is its name in the version folder (the output folder
+	// for the all-in-one file).
+	ComponentsFile string
 }
 
 // ExtensionConfigFile is the runtime extension's ExtensionConfig in its
@@ -44,10 +60,14 @@ var AllInOne = Provider{
 	Label:     "capi-monolith",
 	Namespace: "capi-monolith",
 	Modules:   []string{"infra", "machinepool", "ipam", "runtimeext"},
+	Docker:    &Variant{Overlay: "all-in-one-docker", ComponentsFile: AllInOneDockerFile},
 }
 
 // AllInOneFile is the all-in-one file's name in the output folder.
 const AllInOneFile = "capi-monolith-all-in-one.yaml"
+
+// AllInOneDockerFile is the all-in-one file with the Docker socket mounted.
+const AllInOneDockerFile = "capi-monolith-all-in-one-docker.yaml"
 
 // Providers are the clusterctl provider types, in the order clusterctl.yaml
 // lists them.
@@ -60,6 +80,7 @@ var Providers = []Provider{
 		ComponentsFile: "infrastructure-components.yaml",
 		Modules:        []string{"infra", "machinepool"},
 		Templates:      true,
+		Docker:         &Variant{Overlay: "infrastructure-docker", ComponentsFile: "infrastructure-components-docker.yaml"},
 	},
 	{
 		Overlay:        "ipam",

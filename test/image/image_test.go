@@ -84,14 +84,15 @@ func TestImageRunsEveryProviderAsClusterctlInstallsIt(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "the image %s is missing (make image): %s", image, out)
 	g.Expect(strings.TrimSpace(string(out))).To(Equal("65532:65532"), "the image runs as non-root")
 
-	// The bundle as a user pointing at their image renders it, with the
+	// The bundle as a user of the docker backend pointing at their image
+	// renders it (clusterctl-docker.yaml: the socket is mounted), with the
 	// node's Docker socket group.
 	var st syscall.Stat_t
 	g.Expect(syscall.Stat(dockerSocket, &st)).To(Succeed(), "these tests need the Docker Engine on %s", dockerSocket)
 	t.Setenv("MONOLITH_DOCKER_SOCKET_GID", strconv.FormatUint(uint64(st.Gid), 10))
 	repo := t.TempDir()
 	g.Expect(bundle.Write(repo, bundle.Options{Version: testVersion, Image: image})).To(Succeed())
-	cc, err := clusterctl.New(t.Context(), filepath.Join(repo, bundle.ClusterctlConfigFile))
+	cc, err := clusterctl.New(t.Context(), filepath.Join(repo, bundle.ClusterctlDockerConfigFile))
 	g.Expect(err).NotTo(HaveOccurred())
 
 	for _, p := range bundle.Providers {
