@@ -114,13 +114,6 @@ func (s sources) build(opts Options) (Repository, error) {
 			repo[path.Join(dir, p.Docker.ComponentsFile)] = out
 		}
 		repo[path.Join(dir, "metadata.yaml")] = metadata
-		if p.ExtensionConfig {
-			b, err := fs.ReadFile(s.kustomize, path.Join("registration", ExtensionConfigFile))
-			if err != nil {
-				return nil, fmt.Errorf("failed to read %s: %w", ExtensionConfigFile, err)
-			}
-			repo[path.Join(dir, ExtensionConfigFile)] = b
-		}
 		if !p.Templates {
 			continue
 		}

@@ -62,7 +62,6 @@ func TestRepositoryLayout(t *testing.T) {
 		"ipam-monolith"+v+"metadata.yaml",
 		"runtime-extension-monolith"+v+"runtime-extension-components.yaml",
 		"runtime-extension-monolith"+v+"metadata.yaml",
-		"runtime-extension-monolith"+v+"extensionconfig.yaml",
 	))
 
 	// clusterctl.yaml lists the three providers at this folder.

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/yaml"
-
-	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -202,9 +196,9 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			g.Expect(fmt.Sprint(env)).To(ContainSubstring("name:POD_NAMESPACE valueFrom:map[fieldRef:map[fieldPath:metadata.namespace]]"))
 
 			// The runtime extension is served behind the webhook Service,
-			// with the webhook certificate. The release's
-			// extensionconfig.yaml points at them (the all-in-one
-			// Deployment registers itself from these flags).
+			// with the webhook certificate; the Deployment registers
+			// itself from these flags, its ExtensionConfig owned by a
+			// ClusterRole of the bundle, which it may read.
 			services := ofKind(b.objs, "Service")
 			var webhookService string
 			for _, s := range services {
@@ -223,21 +217,25 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			if slices.Contains(b.p.Modules, "runtimeext") {
 				g.Expect(flags.Lookup("runtimeext-service-name").Value.String()).To(Equal(webhookService))
 				g.Expect(flags.Lookup("runtimeext-ca-secret").Value.String()).To(Equal(secret))
-				// Self-registration is the all-in-one's only (no clusterctl).
-				g.Expect(flags.Lookup("runtimeext-self-register").Value.String()).To(Equal(strconv.FormatBool(b.p.Label == bundle.AllInOne.Label)))
-				if b.p.ExtensionConfig {
-					ec := &runtimev1.ExtensionConfig{}
-					raw, err := os.ReadFile(filepath.Join(repoDir, b.p.Label, testVersion, bundle.ExtensionConfigFile))
-					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(yaml.UnmarshalStrict(raw, ec)).To(Succeed())
-					g.Expect(ec.Name).To(Equal("monolith"))
-					g.Expect(ec.Spec.ClientConfig.Service.Namespace).To(Equal(ns))
-					g.Expect(ec.Spec.ClientConfig.Service.Name).To(Equal(webhookService))
-					g.Expect(ec.Spec.ClientConfig.Service.Port).To(HaveValue(BeEquivalentTo(443)))
-					g.Expect(ec.Annotations).To(HaveKeyWithValue("runtime.cluster.x-k8s.io/inject-ca-from-secret", ns+"/"+secret))
-					// Only namespaces that opt in.
-					g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"runtime.capi-monolith.dev/enabled": "true"}))
+				g.Expect(flags.Lookup("runtimeext-self-register").Value.String()).To(Equal("true"))
+				g.Expect(flags.Lookup("runtimeext-extension-config-name").Value.String()).To(Equal("monolith"))
+				// Only namespaces that opt in.
+				g.Expect(flags.Lookup("runtimeext-namespace-selector").Value.String()).To(Equal("runtime.capi-monolith.dev/enabled=true"))
+				owner := flags.Lookup("runtimeext-extension-config-owner").Value.String()
+				g.Expect(owner).To(HavePrefix(ns+"-"), "clusterctl delete removes cluster-wide objects named with the namespace's prefix only")
+				var role *unstructured.Unstructured
+				for _, r := range ofKind(b.objs, "ClusterRole") {
+					if r.GetName() == owner {
+						role = &r
+					}
 				}
+				g.Expect(role).NotTo(BeNil(), "the owner %s is a ClusterRole of the bundle", owner)
+				rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+				g.Expect(rules).To(ContainElements(
+					HaveKeyWithValue("resourceNames", ConsistOf(owner)),
+					HaveKeyWithValue("resourceNames", ConsistOf("monolith")),
+				))
+				g.Expect(names(ofKind(b.objs, "ClusterRoleBinding"))).To(ContainElement(owner))
 			} else {
 				g.Expect(flags.Changed("runtimeext-service-name")).To(BeFalse())
 			}
@@ -326,7 +324,7 @@ func moduleCRDs(t *testing.T, module string) []string {
 }
 
 // bundleFlags are the manager flags an overlay sets for itself.
-var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register"}
+var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register", "--runtimeext-extension-config-owner="}
 
 // sharedManagerSpec is a Deployment's pod spec without what differs by
 // design between bundles: names (ServiceAccount, Secret), the provider

@@ -28,9 +28,6 @@ type Provider struct {
 	// Templates says whether the workload cluster templates and ClusterClass
 	// definitions ship with it (only the infrastructure provider's do).
 	Templates bool
-	// ExtensionConfig says whether the release carries ExtensionConfigFile,
-	// the runtime extension's registration the admin applies.
-	ExtensionConfig bool
 	// Docker is the same components with the node's Docker socket mounted
 	// (kustomize/components/docker-socket), for the docker backend; nil
 	// when the provider has none. The socket is a hostPath volume, which no
@@ -48,10 +45,6 @@ type Variant struct {
 	// for the all-in-one file).
 	ComponentsFile string
 }
-
-// ExtensionConfigFile is the runtime extension's ExtensionConfig in its
-// version folder (from kustomize/registration), not part of the components.
-const ExtensionConfigFile = "extensionconfig.yaml"
 
 // AllInOne is the overlay with every module in one Deployment, for dev
 // management clusters; it is no clusterctl provider.
@@ -91,12 +84,11 @@ var Providers = []Provider{
 		Modules:        []string{"ipam"},
 	},
 	{
-		Overlay:         "runtime-extension",
-		Type:            "RuntimeExtensionProvider",
-		Label:           "runtime-extension-" + ProviderName,
-		Namespace:       "capi-monolith-runtime-extension",
-		ComponentsFile:  "runtime-extension-components.yaml",
-		Modules:         []string{"runtimeext"},
-		ExtensionConfig: true,
+		Overlay:        "runtime-extension",
+		Type:           "RuntimeExtensionProvider",
+		Label:          "runtime-extension-" + ProviderName,
+		Namespace:      "capi-monolith-runtime-extension",
+		ComponentsFile: "runtime-extension-components.yaml",
+		Modules:        []string{"runtimeext"},
 	},
 }
