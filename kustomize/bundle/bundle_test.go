@@ -50,6 +50,8 @@ func TestRepositoryLayout(t *testing.T) {
 		"infrastructure-monolith"+v+"infrastructure-components-docker.yaml",
 		"infrastructure-monolith"+v+"metadata.yaml",
 		"infrastructure-monolith"+v+"cluster-template.yaml",
+		"infrastructure-monolith"+v+"cluster-template-development.yaml",
+		"infrastructure-monolith"+v+"cluster-template-development-mp.yaml",
 		"infrastructure-monolith"+v+"cluster-template-docker.yaml",
 		"infrastructure-monolith"+v+"cluster-template-healthcheck.yaml",
 		"infrastructure-monolith"+v+"cluster-template-ipam.yaml",

@@ -23,12 +23,48 @@ const providerLabel = "cluster.x-k8s.io/provider"
 
 // componentsVariables are the clusterctl variables of every components
 // file, each with a default (docs/bundles.md lists them).
+// (clusterctl lists the outer variable of a nested default only: the
+// MONOLITH_* aliases of the CAPI_* ones are not listed.)
 var componentsVariables = []string{
-	"MONOLITH_DIAGNOSTICS_ADDRESS",
+	"CAPI_DIAGNOSTICS_ADDRESS",
+	"CAPI_INSECURE_DIAGNOSTICS",
 	"MONOLITH_IMAGE",
 	"MONOLITH_IMAGE_PULL_POLICY",
-	"MONOLITH_INSECURE_DIAGNOSTICS",
 	"MONOLITH_LOG_LEVEL",
+}
+
+// Cluster API's common diagnostics variables set the manager's flags in
+// every components file as in Cluster API's own providers; the earlier
+// MONOLITH_* names still work when the CAPI_* ones are unset.
+func TestDiagnosticsVariablesAreClusterAPIsWithOurAliases(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		address  string
+		insecure bool
+	}{
+		{"defaults", nil, ":8443", false},
+		{"Cluster API's names", map[string]string{"CAPI_DIAGNOSTICS_ADDRESS": ":9443", "CAPI_INSECURE_DIAGNOSTICS": "true"}, ":9443", true},
+		{"the aliases", map[string]string{"MONOLITH_DIAGNOSTICS_ADDRESS": ":7443", "MONOLITH_INSECURE_DIAGNOSTICS": "true"}, ":7443", true},
+		{"Cluster API's names win over the aliases", map[string]string{
+			"CAPI_DIAGNOSTICS_ADDRESS": ":9443", "CAPI_INSECURE_DIAGNOSTICS": "false",
+			"MONOLITH_DIAGNOSTICS_ADDRESS": ":7443", "MONOLITH_INSECURE_DIAGNOSTICS": "true",
+		}, ":9443", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			for _, p := range bundle.Providers {
+				g := NewWithT(t)
+				_, opts := managerFlags(t, components(t, p, "").Objs())
+				g.Expect(opts.Diagnostics.DiagnosticsAddress).To(Equal(tc.address), p.Label)
+				g.Expect(opts.Diagnostics.InsecureDiagnostics).To(Equal(tc.insecure), p.Label)
+			}
+			_, opts := managerFlags(t, processed(t, bundle.AllInOneFile))
+			NewWithT(t).Expect(opts.Diagnostics.DiagnosticsAddress).To(Equal(tc.address), "all-in-one")
+		})
+	}
 }
 
 func TestComponentsFollowClusterctlsContract(t *testing.T) {
