@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -420,6 +421,68 @@ func TestRegistrationCreatesAMissingExtensionConfigAndNeverChangesIt(t *testing.
 	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
 	ec = &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: "monolith-registration"}}
 	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
+}
+
+// With an owner, the created ExtensionConfig is owned by that ClusterRole and
+// carries its clusterctl labels (the garbage collector removes it with the
+// role, which clusterctl delete removes); one owned by an earlier role of
+// that name is replaced; one the admin made (no such owner) is left alone.
+func TestRegistrationWithAnOwnerFollowsItsClusterRole(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	newRole := func() *rbacv1.ClusterRole {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "monolith-owner-test", Labels: map[string]string{
+			"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": "runtime-extension-monolith", "other": "x",
+		}}}
+		g.Expect(env.Client.Create(ctx, role)).To(Succeed())
+		return role
+	}
+	role := newRole()
+	opts := registration.Options{
+		Name: "monolith-owned", Namespace: "capi-monolith-system", Owner: role.Name,
+		ServiceName: registration.DefaultServiceName, ServicePort: registration.DefaultServicePort,
+		CASecret: registration.DefaultCASecret, NamespaceSelector: registration.DefaultNamespaceSelector,
+	}
+	g.Expect(opts.Validate()).To(Succeed())
+	r := &registration.Registrar{Client: env.Client, Options: opts}
+	g.Expect(r.Ensure(ctx)).To(Succeed())
+	ec := &runtimev1.ExtensionConfig{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
+	first := ec.UID
+	g.Expect(ec.OwnerReferences).To(ConsistOf(metav1.OwnerReference{
+		APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: role.Name, UID: role.UID,
+	}))
+	g.Expect(ec.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""))
+	g.Expect(ec.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "runtime-extension-monolith"))
+	g.Expect(ec.Labels).NotTo(HaveKey("other"))
+	g.Expect(r.Ensure(ctx)).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
+	g.Expect(ec.UID).To(Equal(first), "the same owner: left as it is")
+
+	// A reinstall (or clusterctl upgrade) made the role again: the
+	// ExtensionConfig of the earlier one is replaced, owned by the new one.
+	g.Expect(env.Client.Delete(ctx, role)).To(Succeed())
+	role = newRole()
+	g.Expect(r.Ensure(ctx)).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
+	g.Expect(ec.UID).NotTo(Equal(first))
+	g.Expect(ec.OwnerReferences).To(ConsistOf(HaveField("UID", role.UID)))
+
+	// One without that owner is the admin's: never changed.
+	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
+	admins, err := opts.ExtensionConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(ctx, admins)).To(Succeed())
+	g.Expect(r.Ensure(ctx)).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Succeed())
+	g.Expect(ec.UID).To(Equal(admins.UID))
+	g.Expect(ec.OwnerReferences).To(BeEmpty())
+
+	// Without its owner, registration fails (and Start retries).
+	g.Expect(env.Client.Delete(ctx, ec)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, role)).To(Succeed())
+	g.Expect(r.Ensure(ctx)).To(MatchError(ContainSubstring("failed to read ClusterRole monolith-owner-test")))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: opts.Name}, ec)).To(Satisfy(apierrors.IsNotFound))
 }
 
 // Registration is the admin's: the module creates nothing unless told to,

@@ -3,10 +3,10 @@
 // HTTPS on the manager's one webhook server (see package serving), with
 // policies for lifecycle hooks (hold, IP capacity, record), topology
 // mutation for the infra module's template kinds, upgrade plans and in-place
-// updates. Cluster API calls it through an ExtensionConfig the admin applies
-// (a file of the runtime-extension release), or, opted in with
-// --runtimeext-self-register, one it creates at start-up (see package
-// registration).
+// updates. Cluster API calls it through an ExtensionConfig: with
+// --runtimeext-self-register (set by the bundles), one it creates at start-up,
+// owned by the bundle's ClusterRole so that uninstalling removes it (see
+// package registration); otherwise one the admin applies.
 package runtimeext
 
 import (
@@ -72,6 +72,10 @@ type RegistrationOptions struct {
 	// NamespaceSelector is a label selector of the namespaces whose
 	// Clusters the hooks apply to; empty means all.
 	NamespaceSelector string
+	// Owner names the ClusterRole that owns the created ExtensionConfig
+	// (the bundle's own, so that removing the provider removes it); empty
+	// for none.
+	Owner string
 }
 
 // registration returns the registrar's options, in namespace.
@@ -83,7 +87,15 @@ func (o RegistrationOptions) registration(namespace string) registration.Options
 		ServicePort:       o.ServicePort,
 		CASecret:          o.CASecret,
 		NamespaceSelector: o.NamespaceSelector,
+		Owner:             o.Owner,
 	}
+}
+
+// Register creates the ExtensionConfig once, as --runtimeext-self-register
+// does at start-up, with c, for the Service in namespace: when missing, or
+// when owned by an earlier ClusterRole named like the owner.
+func (o Options) Register(ctx context.Context, c client.Client, namespace string) error {
+	return (&registration.Registrar{Client: c, Options: o.Registration.registration(namespace)}).Ensure(ctx)
 }
 
 // DefaultOptions returns the options the flags default to.
@@ -112,6 +124,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Serving certificate Secret in $POD_NAMESPACE whose ca.crt Cluster API injects into the ExtensionConfig.")
 	fs.StringVar(&o.Registration.NamespaceSelector, "runtimeext-namespace-selector", o.Registration.NamespaceSelector,
 		"Label selector of the namespaces whose Clusters the hooks apply to (spec.namespaceSelector of a self-registered ExtensionConfig); empty means all.")
+	fs.StringVar(&o.Registration.Owner, "runtimeext-extension-config-owner", o.Registration.Owner,
+		"ClusterRole that owns the ExtensionConfig --runtimeext-self-register creates, which then carries its clusterctl labels: deleting the ClusterRole (clusterctl delete) makes the garbage collector delete the ExtensionConfig. Needs RBAC to get it; empty for no owner.")
 	fs.StringVar(&o.ClientCAFile, "runtimeext-client-ca-file", o.ClientCAFile,
 		"CA bundle file; when set, hook calls must present a client certificate it signed (mTLS). Admission webhooks are unaffected.")
 }

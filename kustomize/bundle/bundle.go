@@ -101,19 +101,19 @@ func (s sources) build(opts Options) (Repository, error) {
 	metadata := metadataYAML(v)
 	for _, p := range Providers {
 		dir := path.Join(p.Label, opts.Version)
-		out, err := kustomizeBuild(mem, p)
+		out, err := kustomizeBuild(mem, p.Overlay)
 		if err != nil {
 			return nil, err
 		}
 		repo[path.Join(dir, p.ComponentsFile)] = out
-		repo[path.Join(dir, "metadata.yaml")] = metadata
-		if p.ExtensionConfig {
-			b, err := fs.ReadFile(s.kustomize, path.Join("registration", ExtensionConfigFile))
+		if p.Docker != nil {
+			out, err := kustomizeBuild(mem, p.Docker.Overlay)
 			if err != nil {
-				return nil, fmt.Errorf("failed to read %s: %w", ExtensionConfigFile, err)
+				return nil, err
 			}
-			repo[path.Join(dir, ExtensionConfigFile)] = b
+			repo[path.Join(dir, p.Docker.ComponentsFile)] = out
 		}
+		repo[path.Join(dir, "metadata.yaml")] = metadata
 		if !p.Templates {
 			continue
 		}
@@ -129,25 +129,30 @@ func (s sources) build(opts Options) (Repository, error) {
 			repo[path.Join(dir, t)] = b
 		}
 	}
-	out, err := kustomizeBuild(mem, AllInOne)
+	out, err := kustomizeBuild(mem, AllInOne.Overlay)
 	if err != nil {
 		return nil, err
 	}
 	repo[AllInOneFile] = out
+	out, err = kustomizeBuild(mem, AllInOne.Docker.Overlay)
+	if err != nil {
+		return nil, err
+	}
+	repo[AllInOne.Docker.ComponentsFile] = out
 	return repo, nil
 }
 
-func kustomizeBuild(mem filesys.FileSystem, p Provider) ([]byte, error) {
+func kustomizeBuild(mem filesys.FileSystem, overlay string) ([]byte, error) {
 	opts := krusty.MakeDefaultOptions()
 	// Namespace and CRDs first, as the kustomize CLI orders them.
 	opts.Reorder = krusty.ReorderOptionLegacy
-	resources, err := krusty.MakeKustomizer(opts).Run(mem, path.Join(bundlesDir, p.Overlay))
+	resources, err := krusty.MakeKustomizer(opts).Run(mem, path.Join(bundlesDir, overlay))
 	if err != nil {
-		return nil, fmt.Errorf("failed to build overlay %s: %w", p.Overlay, err)
+		return nil, fmt.Errorf("failed to build overlay %s: %w", overlay, err)
 	}
 	out, err := resources.AsYaml()
 	if err != nil {
-		return nil, fmt.Errorf("failed to write overlay %s as YAML: %w", p.Overlay, err)
+		return nil, fmt.Errorf("failed to write overlay %s as YAML: %w", overlay, err)
 	}
 	return out, nil
 }
@@ -191,12 +196,29 @@ func seriesUpTo(own Series) []Series {
 // ClusterctlConfig is a clusterctl configuration file listing the three
 // providers of the repository written to dir (an absolute path) at version.
 func ClusterctlConfig(dir, version string) []byte {
+	return clusterctlConfig(dir, version, ClusterctlConfigFile, "", false)
+}
+
+// ClusterctlDockerConfig is ClusterctlConfig with each provider's Docker
+// variant (the infrastructure components mounting the node's Docker
+// socket) in place of its default components.
+func ClusterctlDockerConfig(dir, version string) []byte {
+	return clusterctlConfig(dir, version, ClusterctlDockerConfigFile,
+		"# The infrastructure provider mounts the node's Docker socket (docker backend).\n", true)
+}
+
+func clusterctlConfig(dir, version, name, note string, docker bool) []byte {
 	var b strings.Builder
 	b.WriteString("# clusterctl configuration for the capi-monolith providers of this folder:\n")
-	b.WriteString("#   clusterctl init --config clusterctl.yaml --infrastructure monolith --ipam monolith --runtime-extension monolith\n")
+	fmt.Fprintf(&b, "#   clusterctl init --config %s --infrastructure monolith --ipam monolith --runtime-extension monolith\n", name)
+	b.WriteString(note)
 	b.WriteString("providers:\n")
 	for _, p := range Providers {
-		u := "file://" + filepath.ToSlash(filepath.Join(dir, p.Label, version, p.ComponentsFile))
+		file := p.ComponentsFile
+		if docker && p.Docker != nil {
+			file = p.Docker.ComponentsFile
+		}
+		u := "file://" + filepath.ToSlash(filepath.Join(dir, p.Label, version, file))
 		fmt.Fprintf(&b, "- name: %s\n  type: %s\n  url: %s\n", ProviderName, p.Type, u)
 	}
 	return []byte(b.String())
@@ -205,6 +227,10 @@ func ClusterctlConfig(dir, version string) []byte {
 // ClusterctlConfigFile is the name of the clusterctl configuration file Write
 // puts in the output folder.
 const ClusterctlConfigFile = "clusterctl.yaml"
+
+// ClusterctlDockerConfigFile is the name of the clusterctl configuration
+// file, beside ClusterctlConfigFile, that installs the Docker variants.
+const ClusterctlDockerConfigFile = "clusterctl-docker.yaml"
 
 // Write builds every bundle and writes the repository to dir (created when
 // missing), with a clusterctl.yaml pointing at it. The version's folders
@@ -223,6 +249,7 @@ func Write(dir string, opts Options) error {
 		return err
 	}
 	repo[ClusterctlConfigFile] = ClusterctlConfig(abs, opts.Version)
+	repo[ClusterctlDockerConfigFile] = ClusterctlDockerConfig(abs, opts.Version)
 	for _, p := range Providers {
 		if err := os.RemoveAll(filepath.Join(abs, p.Label, opts.Version)); err != nil {
 			return fmt.Errorf("failed to clear %s: %w", filepath.Join(abs, p.Label, opts.Version), err)

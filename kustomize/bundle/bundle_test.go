@@ -43,10 +43,15 @@ func TestRepositoryLayout(t *testing.T) {
 	v := "/" + testVersion + "/"
 	g.Expect(got).To(ConsistOf(
 		"clusterctl.yaml",
+		"clusterctl-docker.yaml",
 		bundle.AllInOneFile,
+		bundle.AllInOneDockerFile,
 		"infrastructure-monolith"+v+"infrastructure-components.yaml",
+		"infrastructure-monolith"+v+"infrastructure-components-docker.yaml",
 		"infrastructure-monolith"+v+"metadata.yaml",
 		"infrastructure-monolith"+v+"cluster-template.yaml",
+		"infrastructure-monolith"+v+"cluster-template-development.yaml",
+		"infrastructure-monolith"+v+"cluster-template-development-mp.yaml",
 		"infrastructure-monolith"+v+"cluster-template-docker.yaml",
 		"infrastructure-monolith"+v+"cluster-template-healthcheck.yaml",
 		"infrastructure-monolith"+v+"cluster-template-ipam.yaml",
@@ -59,7 +64,6 @@ func TestRepositoryLayout(t *testing.T) {
 		"ipam-monolith"+v+"metadata.yaml",
 		"runtime-extension-monolith"+v+"runtime-extension-components.yaml",
 		"runtime-extension-monolith"+v+"metadata.yaml",
-		"runtime-extension-monolith"+v+"extensionconfig.yaml",
 	))
 
 	// clusterctl.yaml lists the three providers at this folder.
@@ -73,6 +77,20 @@ func TestRepositoryLayout(t *testing.T) {
 		g.Expect(config.Providers[i].Type).To(Equal(p.Type))
 		g.Expect(config.Providers[i].URL).To(Equal("file://" + filepath.ToSlash(filepath.Join(repoDir, p.Label, testVersion, p.ComponentsFile))))
 	}
+	// clusterctl-docker.yaml lists the same, with the Docker variants.
+	config.Providers = nil
+	g.Expect(yaml.Unmarshal([]byte(files["clusterctl-docker.yaml"]), &config)).To(Succeed())
+	g.Expect(config.Providers).To(HaveLen(3))
+	for i, p := range bundle.Providers {
+		file := p.ComponentsFile
+		if p.Docker != nil {
+			file = p.Docker.ComponentsFile
+		}
+		g.Expect(config.Providers[i].Name).To(Equal("monolith"))
+		g.Expect(config.Providers[i].Type).To(Equal(p.Type))
+		g.Expect(config.Providers[i].URL).To(Equal("file://" + filepath.ToSlash(filepath.Join(repoDir, p.Label, testVersion, file))))
+	}
+	g.Expect(config.Providers[0].URL).To(HaveSuffix("/infrastructure-components-docker.yaml"))
 
 	// metadata.yaml maps the release series to contract v1beta2.
 	for _, p := range bundle.Providers {

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/yaml"
-
-	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 	"github.com/capi-monolith/capi-monolith/manifests"
@@ -29,12 +23,48 @@ const providerLabel = "cluster.x-k8s.io/provider"
 
 // componentsVariables are the clusterctl variables of every components
 // file, each with a default (docs/bundles.md lists them).
+// (clusterctl lists the outer variable of a nested default only: the
+// MONOLITH_* aliases of the CAPI_* ones are not listed.)
 var componentsVariables = []string{
-	"MONOLITH_DIAGNOSTICS_ADDRESS",
+	"CAPI_DIAGNOSTICS_ADDRESS",
+	"CAPI_INSECURE_DIAGNOSTICS",
 	"MONOLITH_IMAGE",
 	"MONOLITH_IMAGE_PULL_POLICY",
-	"MONOLITH_INSECURE_DIAGNOSTICS",
 	"MONOLITH_LOG_LEVEL",
+}
+
+// Cluster API's common diagnostics variables set the manager's flags in
+// every components file as in Cluster API's own providers; the earlier
+// MONOLITH_* names still work when the CAPI_* ones are unset.
+func TestDiagnosticsVariablesAreClusterAPIsWithOurAliases(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		address  string
+		insecure bool
+	}{
+		{"defaults", nil, ":8443", false},
+		{"Cluster API's names", map[string]string{"CAPI_DIAGNOSTICS_ADDRESS": ":9443", "CAPI_INSECURE_DIAGNOSTICS": "true"}, ":9443", true},
+		{"the aliases", map[string]string{"MONOLITH_DIAGNOSTICS_ADDRESS": ":7443", "MONOLITH_INSECURE_DIAGNOSTICS": "true"}, ":7443", true},
+		{"Cluster API's names win over the aliases", map[string]string{
+			"CAPI_DIAGNOSTICS_ADDRESS": ":9443", "CAPI_INSECURE_DIAGNOSTICS": "false",
+			"MONOLITH_DIAGNOSTICS_ADDRESS": ":7443", "MONOLITH_INSECURE_DIAGNOSTICS": "true",
+		}, ":9443", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			for _, p := range bundle.Providers {
+				g := NewWithT(t)
+				_, opts := managerFlags(t, components(t, p, "").Objs())
+				g.Expect(opts.Diagnostics.DiagnosticsAddress).To(Equal(tc.address), p.Label)
+				g.Expect(opts.Diagnostics.InsecureDiagnostics).To(Equal(tc.insecure), p.Label)
+			}
+			_, opts := managerFlags(t, processed(t, bundle.AllInOneFile))
+			NewWithT(t).Expect(opts.Diagnostics.DiagnosticsAddress).To(Equal(tc.address), "all-in-one")
+		})
+	}
 }
 
 func TestComponentsFollowClusterctlsContract(t *testing.T) {
@@ -57,12 +87,11 @@ func TestComponentsFollowClusterctlsContract(t *testing.T) {
 					g.Expect(o.GetNamespace()).To(Equal(comps.TargetNamespace()), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
-			want := componentsVariables
-			if p.Overlay == "infrastructure" {
+			g.Expect(comps.Variables()).To(ConsistOf(componentsVariables))
+			if p.Docker != nil {
 				// The docker backend's socket group.
-				want = append(slices.Clone(want), "MONOLITH_DOCKER_SOCKET_GID")
+				g.Expect(dockerComponents(t, p).Variables()).To(ConsistOf(append(slices.Clone(componentsVariables), "MONOLITH_DOCKER_SOCKET_GID")))
 			}
-			g.Expect(comps.Variables()).To(ConsistOf(want))
 			g.Expect(comps.Images()).To(ConsistOf(bundle.DefaultImageRepository + ":" + testVersion))
 
 			// Every variable has a default: processing with none set works,
@@ -203,9 +232,9 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			g.Expect(fmt.Sprint(env)).To(ContainSubstring("name:POD_NAMESPACE valueFrom:map[fieldRef:map[fieldPath:metadata.namespace]]"))
 
 			// The runtime extension is served behind the webhook Service,
-			// with the webhook certificate. The release's
-			// extensionconfig.yaml points at them (the all-in-one
-			// Deployment registers itself from these flags).
+			// with the webhook certificate; the Deployment registers
+			// itself from these flags, its ExtensionConfig owned by a
+			// ClusterRole of the bundle, which it may read.
 			services := ofKind(b.objs, "Service")
 			var webhookService string
 			for _, s := range services {
@@ -224,21 +253,25 @@ func TestDeploymentsDifferOnlyInTheirModules(t *testing.T) {
 			if slices.Contains(b.p.Modules, "runtimeext") {
 				g.Expect(flags.Lookup("runtimeext-service-name").Value.String()).To(Equal(webhookService))
 				g.Expect(flags.Lookup("runtimeext-ca-secret").Value.String()).To(Equal(secret))
-				// Self-registration is the all-in-one's only (no clusterctl).
-				g.Expect(flags.Lookup("runtimeext-self-register").Value.String()).To(Equal(strconv.FormatBool(b.p.Label == bundle.AllInOne.Label)))
-				if b.p.ExtensionConfig {
-					ec := &runtimev1.ExtensionConfig{}
-					raw, err := os.ReadFile(filepath.Join(repoDir, b.p.Label, testVersion, bundle.ExtensionConfigFile))
-					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(yaml.UnmarshalStrict(raw, ec)).To(Succeed())
-					g.Expect(ec.Name).To(Equal("monolith"))
-					g.Expect(ec.Spec.ClientConfig.Service.Namespace).To(Equal(ns))
-					g.Expect(ec.Spec.ClientConfig.Service.Name).To(Equal(webhookService))
-					g.Expect(ec.Spec.ClientConfig.Service.Port).To(HaveValue(BeEquivalentTo(443)))
-					g.Expect(ec.Annotations).To(HaveKeyWithValue("runtime.cluster.x-k8s.io/inject-ca-from-secret", ns+"/"+secret))
-					// Only namespaces that opt in.
-					g.Expect(ec.Spec.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"runtime.capi-monolith.dev/enabled": "true"}))
+				g.Expect(flags.Lookup("runtimeext-self-register").Value.String()).To(Equal("true"))
+				g.Expect(flags.Lookup("runtimeext-extension-config-name").Value.String()).To(Equal("monolith"))
+				// Only namespaces that opt in.
+				g.Expect(flags.Lookup("runtimeext-namespace-selector").Value.String()).To(Equal("runtime.capi-monolith.dev/enabled=true"))
+				owner := flags.Lookup("runtimeext-extension-config-owner").Value.String()
+				g.Expect(owner).To(HavePrefix(ns+"-"), "clusterctl delete removes cluster-wide objects named with the namespace's prefix only")
+				var role *unstructured.Unstructured
+				for _, r := range ofKind(b.objs, "ClusterRole") {
+					if r.GetName() == owner {
+						role = &r
+					}
 				}
+				g.Expect(role).NotTo(BeNil(), "the owner %s is a ClusterRole of the bundle", owner)
+				rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+				g.Expect(rules).To(ContainElements(
+					HaveKeyWithValue("resourceNames", ConsistOf(owner)),
+					HaveKeyWithValue("resourceNames", ConsistOf("monolith")),
+				))
+				g.Expect(names(ofKind(b.objs, "ClusterRoleBinding"))).To(ContainElement(owner))
 			} else {
 				g.Expect(flags.Changed("runtimeext-service-name")).To(BeFalse())
 			}
@@ -327,7 +360,7 @@ func moduleCRDs(t *testing.T, module string) []string {
 }
 
 // bundleFlags are the manager flags an overlay sets for itself.
-var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register"}
+var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register", "--runtimeext-extension-config-owner="}
 
 // sharedManagerSpec is a Deployment's pod spec without what differs by
 // design between bundles: names (ServiceAccount, Secret), the provider
@@ -391,21 +424,24 @@ func TestInfrastructureKindsAreAggregatedToCore(t *testing.T) {
 }
 
 // The manager (uid 65532) reaches a root:docker 0660 socket through its
-// supplementary group: the infrastructure Deployment (and only the bundles
-// mounting the socket) adds ${MONOLITH_DOCKER_SOCKET_GID}, an integer once
-// clusterctl processed it.
+// supplementary group: the Docker variants (and only they) add
+// ${MONOLITH_DOCKER_SOCKET_GID}, an integer once clusterctl processed it.
 func TestDockerSocketGroupIsSupplementary(t *testing.T) {
 	for _, p := range bundle.Providers {
 		t.Run(p.Label, func(t *testing.T) {
 			g := NewWithT(t)
 			deployments := ofKind(components(t, p, "").Objs(), "Deployment")
 			g.Expect(deployments).To(HaveLen(1))
-			groups, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			_, found, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
 			g.Expect(err).NotTo(HaveOccurred())
-			if p.Overlay != "infrastructure" {
-				g.Expect(found).To(BeFalse())
+			g.Expect(found).To(BeFalse())
+			if p.Docker == nil {
 				return
 			}
+			deployments = ofKind(dockerComponents(t, p).Objs(), "Deployment")
+			g.Expect(deployments).To(HaveLen(1))
+			groups, _, err := unstructured.NestedSlice(deployments[0].Object, "spec", "template", "spec", "securityContext", "supplementalGroups")
+			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(groups).To(Equal([]any{int64(0)}))
 		})
 	}

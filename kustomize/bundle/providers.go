@@ -28,14 +28,23 @@ type Provider struct {
 	// Templates says whether the workload cluster templates and ClusterClass
 	// definitions ship with it (only the infrastructure provider's do).
 	Templates bool
-	// ExtensionConfig says whether the release carries ExtensionConfigFile,
-	// the runtime extension's registration the admin applies.
-	ExtensionConfig bool
+	// Docker is the same components with the node's Docker socket mounted
+	// (kustomize/components/docker-socket), for the docker backend; nil
+	// when the provider has none. The socket is a hostPath volume, which no
+	// clusterctl variable can remove, so the default components go without
+	// it and run under the restricted Pod Security Standard.
+	Docker *Variant
 }
 
-// ExtensionConfigFile is the runtime extension's ExtensionConfig in its
-// version folder (from kustomize/registration), not part of the components.
-const ExtensionConfigFile = "extensionconfig.yaml"
+// Variant is another components file of a provider, in the same version
+// folder, built from an overlay of its own.
+type Variant struct {
+	// Overlay is the folder under kustomize/overlays it is built from.
+	Overlay string
+	// ComponentsFile is its name in the version folder (the output folder
+	// for the all-in-one file).
+	ComponentsFile string
+}
 
 // AllInOne is the overlay with every module in one Deployment, for dev
 // management clusters; it is no clusterctl provider.
@@ -44,10 +53,14 @@ var AllInOne = Provider{
 	Label:     "capi-monolith",
 	Namespace: "capi-monolith",
 	Modules:   []string{"infra", "machinepool", "ipam", "runtimeext"},
+	Docker:    &Variant{Overlay: "all-in-one-docker", ComponentsFile: AllInOneDockerFile},
 }
 
 // AllInOneFile is the all-in-one file's name in the output folder.
 const AllInOneFile = "capi-monolith-all-in-one.yaml"
+
+// AllInOneDockerFile is the all-in-one file with the Docker socket mounted.
+const AllInOneDockerFile = "capi-monolith-all-in-one-docker.yaml"
 
 // Providers are the clusterctl provider types, in the order clusterctl.yaml
 // lists them.
@@ -60,6 +73,7 @@ var Providers = []Provider{
 		ComponentsFile: "infrastructure-components.yaml",
 		Modules:        []string{"infra", "machinepool"},
 		Templates:      true,
+		Docker:         &Variant{Overlay: "infrastructure-docker", ComponentsFile: "infrastructure-components-docker.yaml"},
 	},
 	{
 		Overlay:        "ipam",
@@ -70,12 +84,11 @@ var Providers = []Provider{
 		Modules:        []string{"ipam"},
 	},
 	{
-		Overlay:         "runtime-extension",
-		Type:            "RuntimeExtensionProvider",
-		Label:           "runtime-extension-" + ProviderName,
-		Namespace:       "capi-monolith-runtime-extension",
-		ComponentsFile:  "runtime-extension-components.yaml",
-		Modules:         []string{"runtimeext"},
-		ExtensionConfig: true,
+		Overlay:        "runtime-extension",
+		Type:           "RuntimeExtensionProvider",
+		Label:          "runtime-extension-" + ProviderName,
+		Namespace:      "capi-monolith-runtime-extension",
+		ComponentsFile: "runtime-extension-components.yaml",
+		Modules:        []string{"runtimeext"},
 	},
 }

@@ -27,11 +27,62 @@ import (
 
 // flavors are the workload cluster templates of the infrastructure
 // provider ("" is cluster-template.yaml).
-var flavors = []string{"", "docker", "healthcheck", "ipam", "machinepool", "taints", "topology", "topology-taints"}
+var flavors = []string{"", "development", "development-mp", "docker", "healthcheck", "ipam", "machinepool", "taints", "topology", "topology-taints"}
+
+// topologyFlavor says whether a flavor's Cluster is of a ClusterClass.
+func topologyFlavor(flavor string) bool {
+	return strings.HasPrefix(flavor, "topology") || strings.HasPrefix(flavor, "development")
+}
 
 // commonVariables are clusterctl's; the provider variables are prefixed
 // MONOLITH_ and each has a default (docs/bundles.md lists them).
 var commonVariables = []string{"CLUSTER_NAME", "NAMESPACE", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT"}
+
+// clusterAPIVariables are the optional variables Cluster API's own
+// templates (CAPD's) use, each with a default here.
+var clusterAPIVariables = []string{"POD_CIDR", "SERVICE_CIDR", "SERVICE_DOMAIN"}
+
+// providerVariable says whether v is a variable of ours or one of Cluster
+// API's optional ones: either has a default.
+func providerVariable(v string) bool {
+	return strings.HasPrefix(v, "MONOLITH_") || slices.Contains(clusterAPIVariables, v)
+}
+
+// Every flavor's Cluster takes its network from Cluster API's common
+// variables, as CAPD's templates do; our earlier MONOLITH_* names still
+// work when those are unset.
+func TestClusterNetworkVariablesAreClusterAPIsWithOurAliases(t *testing.T) {
+	type network struct{ pods, services, domain string }
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want network
+	}{
+		{"defaults", nil, network{"192.168.0.0/16", "10.96.0.0/12", "cluster.local"}},
+		{"Cluster API's names", map[string]string{"POD_CIDR": "10.244.0.0/16", "SERVICE_CIDR": "10.95.0.0/16", "SERVICE_DOMAIN": "corp.local"},
+			network{"10.244.0.0/16", "10.95.0.0/16", "corp.local"}},
+		{"the aliases", map[string]string{"MONOLITH_POD_CIDR": "10.1.0.0/16", "MONOLITH_SERVICE_CIDR": "10.2.0.0/16"},
+			network{"10.1.0.0/16", "10.2.0.0/16", "cluster.local"}},
+		{"Cluster API's names win over the aliases", map[string]string{
+			"POD_CIDR": "10.244.0.0/16", "SERVICE_CIDR": "10.95.0.0/16", "MONOLITH_POD_CIDR": "10.1.0.0/16", "MONOLITH_SERVICE_CIDR": "10.2.0.0/16",
+		}, network{"10.244.0.0/16", "10.95.0.0/16", "cluster.local"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			for _, flavor := range flavors {
+				g := NewWithT(t)
+				clusters := ofKind(template(t, flavor, "default").Objs(), "Cluster")
+				g.Expect(clusters).To(HaveLen(1))
+				pods, _, _ := unstructured.NestedStringSlice(clusters[0].Object, "spec", "clusterNetwork", "pods", "cidrBlocks")
+				services, _, _ := unstructured.NestedStringSlice(clusters[0].Object, "spec", "clusterNetwork", "services", "cidrBlocks")
+				domain, _, _ := unstructured.NestedString(clusters[0].Object, "spec", "clusterNetwork", "serviceDomain")
+				g.Expect(network{strings.Join(pods, ","), strings.Join(services, ","), domain}).To(Equal(tc.want), "flavor %q", flavor)
+			}
+		})
+	}
+}
 
 // startWebhooks runs the binary's own manager (the modules with admission
 // webhooks) serving them where the envtest apiserver calls the bundles'
@@ -94,7 +145,7 @@ func TestTemplatesAreAcceptedByTheAPIServer(t *testing.T) {
 			tmpl := template(t, flavor, ns.Name)
 			for _, v := range tmpl.Variables() {
 				if !slices.Contains(commonVariables, v) {
-					g.Expect(v).To(HavePrefix("MONOLITH_"))
+					g.Expect(providerVariable(v)).To(BeTrue(), v)
 				}
 				g.Expect(documented).To(ContainElement(v), "variable %s is not in docs/bundles.md", v)
 			}
@@ -176,7 +227,7 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		for v, def := range tmpl.VariableMap() {
 			if !slices.Contains(commonVariables, v) {
 				g.Expect(def).NotTo(BeNil(), fmt.Sprintf("provider variable %s of flavor %q has no default", v, flavor))
-				g.Expect(strings.HasPrefix(v, "MONOLITH_")).To(BeTrue())
+				g.Expect(providerVariable(v)).To(BeTrue(), v)
 			}
 		}
 	}
@@ -237,9 +288,20 @@ func expectKubeadmShape(g Gomega, flavor string, objs []unstructured.Unstructure
 	g.Expect(clusters).To(HaveLen(1))
 	cluster := clusters[0]
 
-	if strings.HasPrefix(flavor, "topology") {
+	if topologyFlavor(flavor) {
 		// clusterctl adds the ClusterClass the Cluster names.
 		g.Expect(kinds).To(HaveKeyWithValue("ClusterClass", 1))
+		// The workers: MachinePools of the class's machinePools class in
+		// development-mp, else MachineDeployments.
+		present, absent := "machineDeployments", "machinePools"
+		if flavor == "development-mp" {
+			present, absent = absent, present
+		}
+		topologyWorkers, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "topology", "workers", present)
+		g.Expect(topologyWorkers).To(ConsistOf(And(HaveKeyWithValue("class", "default-worker"), HaveKey("name"))), "%s of flavor %q", present, flavor)
+		g.Expect(toInt64(g, topologyWorkers[0].(map[string]any)["replicas"])).To(BeEquivalentTo(2))
+		_, found, _ := unstructured.NestedSlice(cluster.Object, "spec", "topology", "workers", absent)
+		g.Expect(found).To(BeFalse(), "%s of flavor %q", absent, flavor)
 		r, _, err := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "topology", "controlPlane", "replicas")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(toInt64(g, r)).To(BeEquivalentTo(3))

@@ -61,8 +61,14 @@ func (s sources) tree(opts Options) (filesys.FileSystem, error) {
 		}
 	}
 	for _, p := range append(slices.Clone(Providers), AllInOne) {
-		if err := writeFile(mem, path.Join(bundlesDir, p.Overlay, "kustomization.yaml"), rootKustomization(p, opts)); err != nil {
-			return nil, err
+		overlays := []string{p.Overlay}
+		if p.Docker != nil {
+			overlays = append(overlays, p.Docker.Overlay)
+		}
+		for _, o := range overlays {
+			if err := writeFile(mem, path.Join(bundlesDir, o, "kustomization.yaml"), rootKustomization(o, opts)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return mem, nil
@@ -178,7 +184,7 @@ subjects:
 
 // rootKustomization is the top of one bundle: the overlay, then what needs
 // its final names (components/webhook-wiring), then the image.
-func rootKustomization(p Provider, opts Options) string {
+func rootKustomization(overlay string, opts Options) string {
 	return fmt.Sprintf(`%sresources:
 - ../../kustomize/overlays/%s
 components:
@@ -190,7 +196,7 @@ patches:
     - op: replace
       path: /spec/template/spec/containers/0/image
       value: ${%s:=%s}
-`, kustomizationHeader, p.Overlay, ImageVariable, opts.image())
+`, kustomizationHeader, overlay, ImageVariable, opts.image())
 }
 
 // yamlFiles lists the .yaml files of dir in src, sorted; none when dir

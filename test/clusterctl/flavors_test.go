@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -41,7 +42,7 @@ func TestEveryFlavorPassesClusterAPIAndOurWebhooks(t *testing.T) {
 	g.Expect(bundle.Write(dir, bundle.Options{Version: oldVersion})).To(Succeed())
 	c, err := clusterctl.New(ctx, filepath.Join(dir, bundle.ClusterctlConfigFile))
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, flavor := range []string{"", "docker", "ipam", "machinepool", "topology"} {
+	for _, flavor := range []string{"", "development", "development-mp", "docker", "ipam", "machinepool", "topology"} {
 		t.Run("flavor "+strconv.Quote(flavor), func(t *testing.T) {
 			g := NewWithT(t)
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "flavor-"}}
@@ -75,8 +76,8 @@ func TestEveryFlavorPassesClusterAPIAndOurWebhooks(t *testing.T) {
 				}
 				g.Expect(m.client.Create(ctx, &o, opts...)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 			}
-			if flavor == "topology" {
-				g.Expect(kinds).To(HaveKey("ClusterClass"))
+			if isTopology(flavor) {
+				g.Expect(kinds).To(HaveKey("ClusterClass"), "the flavor is self-contained: clusterctl adds its ClusterClass")
 				return
 			}
 			g.Expect(kinds).To(HaveKey("KubeadmControlPlane"))
@@ -94,10 +95,15 @@ func TestEveryFlavorPassesClusterAPIAndOurWebhooks(t *testing.T) {
 	}
 }
 
-// isClassTemplate reports whether kind is one of the templates the
-// topology flavor's ClusterClass references.
+// isTopology reports whether a flavor's Cluster is of a ClusterClass.
+func isTopology(flavor string) bool {
+	return flavor == "topology" || strings.HasPrefix(flavor, "development")
+}
+
+// isClassTemplate reports whether kind is one of the templates a topology
+// flavor's ClusterClass references.
 func isClassTemplate(flavor, kind string) bool {
-	if flavor != "topology" {
+	if !isTopology(flavor) {
 		return false
 	}
 	switch kind {

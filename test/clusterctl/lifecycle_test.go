@@ -10,21 +10,32 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 
+	"github.com/capi-monolith/capi-monolith/infra"
+	"github.com/capi-monolith/capi-monolith/ipam"
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
+	"github.com/capi-monolith/capi-monolith/machinepool"
+	"github.com/capi-monolith/capi-monolith/manager"
+	"github.com/capi-monolith/capi-monolith/runtimeext"
 	"github.com/capi-monolith/capi-monolith/test/capicore"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
@@ -62,9 +73,11 @@ func coreRepository(t *testing.T, dir string) (version, url string) {
 
 // TestInitUpgradeFromAnOlderMinorAndDelete installs core and the three
 // providers at v0.1.0 with clusterctl, upgrades them to v0.2.0 (the newest
-// metadata.yaml must list v0.1), then uninstalls as docs/install.md says
-// (ExtensionConfig first, then clusterctl delete): nothing of ours is left,
-// and Cluster API core, started again, runs.
+// metadata.yaml must list v0.1), lets the runtime-extension Deployment
+// register itself, then uninstalls with clusterctl delete alone: the
+// ExtensionConfig's owner goes with the provider (so the garbage collector
+// removes it), nothing of ours is left, and Cluster API core, started again,
+// runs.
 func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 	ctx := t.Context()
 	g := NewWithT(t)
@@ -140,18 +153,19 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 	g.Expect(managerImages(ctx, g, mgmt)).To(HaveEach("docker.io/library/capi-monolith:" + newVersion))
 
 	// Cluster API core runs (its own webhooks, not the uninstalled
-	// Deployment's): the admin registers the extension with the release's
-	// file, then uninstalls as documented.
+	// Deployment's). The runtime-extension Deployment registers the
+	// extension at start-up; envtest runs no Deployment, so the test does
+	// what its args say, with its ServiceAccount's rights.
 	removeWebhookConfigurationsOf(ctx, g, mgmt, "cluster-api")
 	core, err := capicore.Start(ctx, capicore.Options{Config: mgmt.Config})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = core.Stop() })
-	ec := &runtimev1.ExtensionConfig{}
-	raw, err := os.ReadFile(filepath.Join(dir, "runtime-extension-monolith", newVersion, bundle.ExtensionConfigFile))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(yaml.UnmarshalStrict(raw, ec)).To(Succeed())
-	g.Eventually(func() error { return mgmt.Client.Create(ctx, ec.DeepCopy()) }, timeout).Should(Succeed(), "core admits the release's ExtensionConfig")
-	g.Expect(mgmt.Client.Delete(ctx, ec)).To(Succeed())
+	ec := registerAsTheDeployment(ctx, t, mgmt)
+	g.Expect(ec.Name).To(Equal("monolith"))
+	g.Expect(ec.Labels).To(HaveKeyWithValue(providerLabel, "runtime-extension-monolith"))
+	g.Expect(ec.Labels).To(HaveKeyWithValue(clusterctlv1.ClusterctlLabel, ""))
+	g.Expect(ec.OwnerReferences).NotTo(BeEmpty())
+
 	// One provider per call, as `clusterctl delete --infrastructure
 	// monolith --include-crd` and so on: clusterctl lists every kind it
 	// discovered once per call, and a kind whose CRD the same call deleted
@@ -166,6 +180,11 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(c.Delete(ctx, opts)).To(Succeed())
 	}
+
+	// No manual step: every owner of the ExtensionConfig went with the
+	// provider. envtest runs no garbage collector: the test collects it as
+	// Kubernetes' would (core, still running, removes its finalizer).
+	collectGarbage(ctx, g, mgmt, ec)
 
 	// Nothing of ours: no ExtensionConfig, no CRD, cluster-wide RBAC or
 	// webhook configuration labelled with our providers (namespaced
@@ -196,6 +215,61 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 		t.Fatalf("core exited after the uninstall: %v\n%s", core.Err(), core.Output())
 	default:
 	}
+}
+
+// registerAsTheDeployment registers the runtime extension as the installed
+// runtime-extension Deployment does at start-up: its args parsed with the
+// binary's flags, in its namespace, as its ServiceAccount (so its RBAC
+// must allow it), against core's ExtensionConfig webhooks.
+func registerAsTheDeployment(ctx context.Context, t *testing.T, mgmt *envtest.Environment) *runtimev1.ExtensionConfig {
+	t.Helper()
+	g := NewWithT(t)
+	ns := "capi-monolith-runtime-extension"
+	d := &appsv1.Deployment{}
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-manager"}, d)).To(Succeed())
+	fs := pflag.NewFlagSet("capi-monolith", pflag.ContinueOnError)
+	var mopts manager.Options
+	manager.BindFlags(fs, &mopts, []string{infra.Name, machinepool.Name, ipam.Name, runtimeext.Name})
+	infraOpts, poolOpts, ipamOpts, ext := infra.DefaultOptions(), machinepool.DefaultOptions(), ipam.DefaultOptions(), runtimeext.DefaultOptions()
+	infraOpts.BindFlags(fs)
+	poolOpts.BindFlags(fs)
+	ipamOpts.BindFlags(fs)
+	ext.BindFlags(fs)
+	logsv1.AddFlags(logs.NewOptions(), fs)
+	g.Expect(fs.Parse(d.Spec.Template.Spec.Containers[0].Args)).To(Succeed())
+	g.Expect(ext.SelfRegister).To(BeTrue(), "the Deployment registers itself")
+
+	cfg := rest.CopyConfig(mgmt.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + d.Spec.Template.Spec.ServiceAccountName}
+	sa, err := client.New(cfg, client.Options{Scheme: mgmt.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	// Core's webhooks may take a moment to serve after its start.
+	g.Eventually(func() error { return ext.Register(ctx, sa, ns) }, timeout).Should(Succeed())
+	ec := &runtimev1.ExtensionConfig{}
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Name: ext.Registration.Name}, ec)).To(Succeed())
+	return ec
+}
+
+// collectGarbage deletes ec once none of its owners exists any more (no
+// object of the owner's kind and name with the owner's UID), as Kubernetes'
+// garbage collector does, and waits until it is gone.
+func collectGarbage(ctx context.Context, g Gomega, mgmt *envtest.Environment, ec *runtimev1.ExtensionConfig) {
+	for _, ref := range ec.OwnerReferences {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		g.Expect(err).NotTo(HaveOccurred())
+		owner := &unstructured.Unstructured{}
+		owner.SetGroupVersionKind(gv.WithKind(ref.Kind))
+		err = mgmt.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, owner)
+		if err == nil {
+			g.Expect(owner.GetUID()).NotTo(Equal(ref.UID), "%s %s, owner of ExtensionConfig %s, is still there", ref.Kind, ref.Name, ec.Name)
+		} else {
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+		}
+	}
+	g.Expect(client.IgnoreNotFound(mgmt.Client.Delete(ctx, ec))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(ec), &runtimev1.ExtensionConfig{}))
+	}, timeout).Should(BeTrue())
 }
 
 func inventory(ctx context.Context, g Gomega, mgmt *envtest.Environment) []string {

@@ -117,7 +117,16 @@ func TestWithoutKubeadmSwapsTheKubeadmObjectsForTestOnes(t *testing.T) {
 	}
 }
 
+// A ClusterClass flavor has no KubeadmControlPlane of its own to swap.
 func TestWithoutKubeadmWantsAKubeadmControlPlane(t *testing.T) {
-	_, err := flavortest.WithoutKubeadm(render(t, "cluster-template-topology.yaml"))
-	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("KubeadmControlPlane")))
+	for _, file := range []string{"cluster-template-topology.yaml", "cluster-template-development.yaml", "cluster-template-development-mp.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			g := NewWithT(t)
+			objs := render(t, file)
+			g.Expect(byKind(objs)).To(HaveKey("Cluster"))
+			g.Expect(byKind(objs)).NotTo(HaveKey("KubeadmControlPlane"))
+			_, err := flavortest.WithoutKubeadm(objs)
+			g.Expect(err).To(MatchError(ContainSubstring("KubeadmControlPlane")))
+		})
+	}
 }

@@ -84,14 +84,15 @@ func TestImageRunsEveryProviderAsClusterctlInstallsIt(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "the image %s is missing (make image): %s", image, out)
 	g.Expect(strings.TrimSpace(string(out))).To(Equal("65532:65532"), "the image runs as non-root")
 
-	// The bundle as a user pointing at their image renders it, with the
+	// The bundle as a user of the docker backend pointing at their image
+	// renders it (clusterctl-docker.yaml: the socket is mounted), with the
 	// node's Docker socket group.
 	var st syscall.Stat_t
 	g.Expect(syscall.Stat(dockerSocket, &st)).To(Succeed(), "these tests need the Docker Engine on %s", dockerSocket)
 	t.Setenv("MONOLITH_DOCKER_SOCKET_GID", strconv.FormatUint(uint64(st.Gid), 10))
 	repo := t.TempDir()
 	g.Expect(bundle.Write(repo, bundle.Options{Version: testVersion, Image: image})).To(Succeed())
-	cc, err := clusterctl.New(t.Context(), filepath.Join(repo, bundle.ClusterctlConfigFile))
+	cc, err := clusterctl.New(t.Context(), filepath.Join(repo, bundle.ClusterctlDockerConfigFile))
 	g.Expect(err).NotTo(HaveOccurred())
 
 	for _, p := range bundle.Providers {
@@ -156,6 +157,13 @@ func startProvider(t *testing.T, comps clusterctl.Components) *provider {
 	g.Expect(d).NotTo(BeNil(), "the components have a Deployment")
 	p := &provider{env: env, deployment: d, namespace: comps.TargetNamespace()}
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace}})).To(Succeed())
+	// The ClusterRoles, as clusterctl creates them: the runtime extension's
+	// registration reads the one that owns its ExtensionConfig.
+	for _, o := range comps.Objs() {
+		if o.GetKind() == "ClusterRole" {
+			g.Expect(env.Client.Create(ctx, o.DeepCopy())).To(Succeed())
+		}
+	}
 
 	// What the pod would get: the serving certificate (cert-manager's
 	// Secret; here envtest's, which the apiserver trusts), the
@@ -395,8 +403,8 @@ func (p *provider) checkIPAM(t *testing.T) {
 }
 
 // checkRuntimeExtension: the hooks answer Cluster API's discovery over the
-// webhook port with the mounted certificate, and nothing registered an
-// ExtensionConfig (that is the admin's file).
+// webhook port with the mounted certificate, and the container registered
+// its ExtensionConfig, owned by the bundle's ClusterRole.
 func (p *provider) checkRuntimeExtension(t *testing.T) {
 	g := NewWithT(t)
 	req := &runtimehooksv1.DiscoveryRequest{}
@@ -420,6 +428,14 @@ func (p *provider) checkRuntimeExtension(t *testing.T) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(runtimev1.GroupVersion.WithKind("ExtensionConfigList"))
 	// The CRD is Cluster API core's: envtest installs it.
-	g.Expect(p.env.Client.List(t.Context(), list)).To(Succeed())
-	g.Expect(list.Items).To(BeEmpty(), "self-registration is off in the runtime-extension bundle")
+	g.Eventually(func(g Gomega) {
+		g.Expect(p.env.Client.List(t.Context(), list)).To(Succeed())
+		g.Expect(list.Items).To(ConsistOf(And(
+			HaveField("Name", "monolith"),
+			HaveField("OwnerReferences", ConsistOf(And(
+				HaveField("Kind", "ClusterRole"),
+				HaveField("Name", p.namespace+"-runtimeext-self-registration")))),
+			HaveField("Labels", HaveKeyWithValue("cluster.x-k8s.io/provider", "runtime-extension-monolith")),
+		)))
+	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 }

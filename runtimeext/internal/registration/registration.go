@@ -4,15 +4,23 @@
 // webhook port, with Cluster API's inject-ca-from-secret annotation so that
 // core fills in the CA bundle itself, when none of that name exists.
 //
-// The ExtensionConfig belongs to the administrator: the released way to
-// register is a separate file of the runtime-extension release, applied by
-// hand (a components file cannot carry it: clusterctl init installs
-// providers before core's webhooks for ExtensionConfig serve). Self
-// registration, when turned on, therefore only creates a missing object and
+// A components file cannot carry the ExtensionConfig (clusterctl init
+// installs providers before core's webhooks for ExtensionConfig serve), so
+// the bundles turn self-registration on. Its fields stay the
+// administrator's: registration only creates a missing object and
 // never patches an existing one, so an admin's edits (selector, settings,
 // failure policy of their own) survive every restart. It retries with
-// backoff until done and never deletes the object: a restarting extension
+// backoff until done and never deletes a live one: a restarting extension
 // must not make Cluster API forget its handlers.
+//
+// With an owner (Options.Owner: the provider's own ClusterRole, which
+// `clusterctl delete` and `kubectl delete -f` remove) the created object is
+// owned by it and carries its clusterctl labels, so Kubernetes' garbage
+// collector removes the ExtensionConfig with the provider: clusterctl itself
+// never lists objects of kinds whose CRDs belong to a provider (Cluster API
+// core's ExtensionConfig among them), whatever their labels. An existing
+// ExtensionConfig owned by an earlier ClusterRole of that name (a previous
+// install or upgrade: the collector is about to remove it) is replaced.
 package registration
 
 import (
@@ -21,6 +29,7 @@ import (
 	"fmt"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capi-monolith/capi-monolith/runtimeext/api"
@@ -70,6 +80,9 @@ type Options struct {
 	NamespaceSelector string
 	// Settings become spec.settings of a created object.
 	Settings map[string]string
+	// Owner names a ClusterRole that owns the created object; empty for
+	// none.
+	Owner string
 
 	// InitialRetryDelay and MaxRetryDelay bound the backoff between tries.
 	// Defaults: 1s and 1m.
@@ -94,6 +107,11 @@ func (o Options) Validate() error {
 	}
 	if msgs := validation.IsDNS1123Subdomain(o.CASecret); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--runtimeext-ca-secret %q: %v", o.CASecret, msgs))
+	}
+	if o.Owner != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Owner); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--runtimeext-extension-config-owner %q: %v", o.Owner, msgs))
+		}
 	}
 	if _, err := labels.Parse(o.NamespaceSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--runtimeext-namespace-selector %q: %w", o.NamespaceSelector, err))
@@ -186,17 +204,64 @@ func (r *Registrar) Start(ctx context.Context) error {
 	return nil
 }
 
+// ownerLabels are the labels an owned ExtensionConfig copies from its
+// owner: clusterctl's, which say which provider it belongs to.
+var ownerLabels = []string{"clusterctl.cluster.x-k8s.io", clusterv1.ProviderNameLabel}
+
+// own makes owner the controller-less owner of ec and copies its clusterctl
+// labels. blockOwnerDeletion stays unset: it would need the right to update
+// the ClusterRole's finalizers.
+func own(ec *runtimev1.ExtensionConfig, owner *rbacv1.ClusterRole) {
+	ec.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: rbacv1.SchemeGroupVersion.String(),
+		Kind:       "ClusterRole",
+		Name:       owner.Name,
+		UID:        owner.UID,
+	}}
+	for _, k := range ownerLabels {
+		if v, ok := owner.Labels[k]; ok {
+			ec.Labels[k] = v
+		}
+	}
+}
+
+// staleOwner says whether ec is owned by a ClusterRole named like owner
+// that is not owner: one deleted since, whose dependents the garbage
+// collector removes.
+func staleOwner(ec *runtimev1.ExtensionConfig, owner *rbacv1.ClusterRole) bool {
+	for _, ref := range ec.OwnerReferences {
+		if ref.Kind == "ClusterRole" && ref.Name == owner.Name && ref.UID != owner.UID {
+			return true
+		}
+	}
+	return false
+}
+
 // Ensure creates the ExtensionConfig when none of its name exists, and
-// leaves an existing one exactly as it is: its fields are the admin's.
+// leaves an existing one exactly as it is: its fields are the admin's. With
+// an owner, an existing one whose owner is gone is replaced.
 func (r *Registrar) Ensure(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("ExtensionConfig", r.Options.Name)
 	ec, err := r.Options.ExtensionConfig()
 	if err != nil {
 		return err
 	}
+	var owner *rbacv1.ClusterRole
+	if r.Options.Owner != "" {
+		owner = &rbacv1.ClusterRole{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Options.Owner}, owner); err != nil {
+			return fmt.Errorf("failed to read ClusterRole %s, the ExtensionConfig's owner: %w", r.Options.Owner, err)
+		}
+		own(ec, owner)
+	}
 	existing := &runtimev1.ExtensionConfig{}
 	err = r.Client.Get(ctx, client.ObjectKey{Name: ec.Name}, existing)
 	switch {
+	case err == nil && owner != nil && staleOwner(existing, owner):
+		log.Info("Replacing the ExtensionConfig of an earlier install", "ClusterRole", owner.Name)
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.UID)}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete ExtensionConfig %s of an earlier install: %w", ec.Name, err)
+		}
 	case err == nil:
 		log.V(1).Info("ExtensionConfig exists; leaving it as it is")
 		return nil
