@@ -208,9 +208,14 @@ func TestConditionsFollowTheStatusFields(t *testing.T) {
 
 func TestAdoptLegacyConditions(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	later := metav1.NewTime(since.Add(time.Hour))
 	cond := func(t string, s metav1.ConditionStatus) metav1.Condition {
 		return metav1.Condition{Type: t, Status: s, Reason: "R", LastTransitionTime: since}
+	}
+	settled := v1alpha1.MonolithMachineStatus{
+		Bootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
+		WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))},
+		Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
+			cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
 	}
 	tests := []struct {
 		name   string
@@ -233,17 +238,7 @@ func TestAdoptLegacyConditions(t *testing.T) {
 			status: v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)}},
 			want: v1alpha1.MonolithMachineStatus{WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: since},
 				Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)}}},
-		{name: "fields already set win over the conditions",
-			status: v1alpha1.MonolithMachineStatus{
-				Bootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
-				WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: later},
-				Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
-					cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)}},
-			want: v1alpha1.MonolithMachineStatus{
-				Bootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
-				WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: later},
-				Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
-					cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)}}},
+		{name: "fields already set win over the conditions", status: *settled.DeepCopy(), want: settled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
