@@ -211,41 +211,44 @@ func TestAdoptLegacyConditions(t *testing.T) {
 	cond := func(t string, s metav1.ConditionStatus) metav1.Condition {
 		return metav1.Condition{Type: t, Status: s, Reason: "R", LastTransitionTime: since}
 	}
-	settled := v1alpha1.MonolithMachineStatus{
-		Bootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
-		WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))},
-		Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
-			cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
-	}
+	bootstrapped := v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(true)}
 	tests := []struct {
-		name   string
-		status v1alpha1.MonolithMachineStatus
-		want   v1alpha1.MonolithMachineStatus
+		name             string
+		conditions       []metav1.Condition
+		bootstrap        v1alpha1.MonolithMachineBootstrapStatus
+		workloadNode     v1alpha1.MonolithMachineWorkloadNodeStatus
+		wantBootstrap    v1alpha1.MonolithMachineBootstrapStatus
+		wantWorkloadNode v1alpha1.MonolithMachineWorkloadNodeStatus
 	}{
 		{name: "a machine without the old conditions gets no fields"},
 		{name: "an old machine bootstrapped is recorded as bootstrapped",
-			status: v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue)}},
-			want: v1alpha1.MonolithMachineStatus{Bootstrap: v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(true)},
-				Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue)}}},
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue)}, wantBootstrap: bootstrapped},
 		{name: "an old machine still bootstrapping is not recorded as bootstrapped",
-			status: v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse)}},
-			want:   v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse)}}},
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse)}},
 		{name: "an old machine whose Node has its provider ID is recorded as set",
-			status: v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)}},
-			want: v1alpha1.MonolithMachineStatus{WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDSet: ptr.To(true)},
-				Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)}}},
+			conditions:       []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDSet: ptr.To(true)}},
 		{name: "an old machine still waiting for its Node keeps backing off from when it started",
-			status: v1alpha1.MonolithMachineStatus{Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)}},
-			want: v1alpha1.MonolithMachineStatus{WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: since},
-				Conditions: []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)}}},
-		{name: "fields already set win over the conditions", status: *settled.DeepCopy(), want: settled},
+			conditions:       []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: since}},
+		{name: "fields already set win over the conditions",
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
+				cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
+			bootstrap:        v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
+			workloadNode:     v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))},
+			wantBootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			mm := &v1alpha1.MonolithMachine{Status: tt.status}
+			mm := &v1alpha1.MonolithMachine{Status: v1alpha1.MonolithMachineStatus{
+				Conditions: tt.conditions, Bootstrap: tt.bootstrap, WorkloadNode: tt.workloadNode,
+			}}
 			adoptLegacyConditions(mm)
-			g.Expect(mm.Status).To(Equal(tt.want))
+			g.Expect(mm.Status.Bootstrap).To(Equal(tt.wantBootstrap))
+			g.Expect(mm.Status.WorkloadNode).To(Equal(tt.wantWorkloadNode))
+			g.Expect(mm.Status.Conditions).To(Equal(tt.conditions), "the conditions stay as they were")
 		})
 	}
 }
