@@ -93,6 +93,24 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	ctx := t.Context()
 	c := r.client
 
+	expectThreeManagersRunAsChildren(g, r)
+	expectKubeadmCRDsConvertThroughTheirManager(ctx, g, c)
+	expectBootstrapWebhookRefusesWhatOnlyItChecks(ctx, g, c)
+	expectClusterctlInventoryAndLabels(ctx, g, c)
+
+	createKubeadmClusterDefaulted(ctx, g, c)
+	machine := waitForFirstControlPlaneMachine(ctx, g, c)
+	waitForKubeadmInitBootstrapData(ctx, g, c, machine)
+	waitForMachineProvisionedAndBootstrapped(ctx, g, c, machine)
+	waitForNodeLinkedAndControlPlaneHealthy(ctx, g, c, machine)
+	expectPrintedKubeconfigCommandListsTheNode(ctx, g, r, dir)
+
+	r.interrupt(t, g)
+}
+
+// expectThreeManagersRunAsChildren: Cluster API core, kubeadm bootstrap and
+// kubeadm control plane each run as a child of dev.
+func expectThreeManagersRunAsChildren(g Gomega, r *running) {
 	managers := 0
 	for _, pid := range descendants(r.cmd.Process.Pid) {
 		if processName(pid) == "manager" {
@@ -100,16 +118,22 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		}
 	}
 	g.Expect(managers).To(Equal(3), "Cluster API core, kubeadm bootstrap and kubeadm control plane each run as a child")
+}
 
-	// The kubeadm CRDs convert through their manager, as core's do.
+// expectKubeadmCRDsConvertThroughTheirManager: the kubeadm CRDs convert
+// through their manager, as core's do.
+func expectKubeadmCRDsConvertThroughTheirManager(ctx context.Context, g Gomega, c client.Client) {
 	for _, name := range []string{"kubeadmconfigs.bootstrap.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
 		g.Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter), name)
 		g.Expect(*crd.Spec.Conversion.Webhook.ClientConfig.URL).To(HavePrefix("https://127.0.0.1:"), name)
 	}
+}
 
-	// The bootstrap provider's validating webhook refuses what only it checks.
+// expectBootstrapWebhookRefusesWhatOnlyItChecks: the bootstrap provider's
+// validating webhook answers.
+func expectBootstrapWebhookRefusesWhatOnlyItChecks(ctx context.Context, g Gomega, c client.Client) {
 	bad := &bootstrapv1.KubeadmConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
 		Spec: bootstrapv1.KubeadmConfigSpec{Files: []bootstrapv1.File{{
@@ -119,10 +143,13 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	}
 	g.Expect(c.Create(ctx, bad)).To(MatchError(ContainSubstring(
 		`admission webhook "validation.kubeadmconfig.bootstrap.cluster.x-k8s.io" denied the request`)))
+}
 
-	// clusterctl's inventory records what dev runs, as clusterctl init
-	// would have, and every CRD carries clusterctl's labels: clusterctl
-	// and Cluster API's e2e framework find providers and kinds by them.
+// expectClusterctlInventoryAndLabels: clusterctl's inventory records what
+// dev runs, as clusterctl init would have, and every CRD carries
+// clusterctl's labels: clusterctl and Cluster API's e2e framework find
+// providers and kinds by them.
+func expectClusterctlInventoryAndLabels(ctx context.Context, g Gomega, c client.Client) {
 	providers := &unstructured.UnstructuredList{}
 	providers.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "ProviderList"})
 	g.Expect(c.List(ctx, providers)).To(Succeed())
@@ -151,7 +178,11 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(crd.Labels).To(HaveKeyWithValue("clusterctl.cluster.x-k8s.io", ""), name)
 		g.Expect(crd.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/provider", provider), name)
 	}
+}
 
+// createKubeadmClusterDefaulted applies kubeadmCluster; the control plane's
+// defaulting webhook completes the KubeadmControlPlane.
+func createKubeadmClusterDefaulted(ctx context.Context, g Gomega, c client.Client) {
 	for _, obj := range decodeAll(g, kubeadmCluster) {
 		g.Expect(c.Create(ctx, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 	}
@@ -159,8 +190,11 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kcp"}, kcp)).To(Succeed())
 	g.Expect(kcp.Spec.Version).To(Equal("v1.36.3"), "the control plane's defaulting webhook")
 	g.Expect(kcp.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)))
+}
 
-	// KCP makes the first control plane Machine with a KubeadmConfig of its own.
+// waitForFirstControlPlaneMachine: KCP makes the first control plane
+// Machine with a KubeadmConfig of its own.
+func waitForFirstControlPlaneMachine(ctx context.Context, g Gomega, c client.Client) *clusterv1.Machine {
 	machine := &clusterv1.Machine{}
 	g.Eventually(func() error {
 		list := &clusterv1.MachineList{}
@@ -176,9 +210,12 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	g.Expect(machine.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"))
 	g.Expect(machine.Spec.InfrastructureRef.Kind).To(Equal("MonolithMachine"))
 	g.Expect(machine.Spec.Version).To(Equal("v1.36.3"))
+	return machine
+}
 
-	// The bootstrap provider writes kubeadm's cloud-init for `kubeadm init`,
-	// and core hands it to the Machine.
+// waitForKubeadmInitBootstrapData: the bootstrap provider writes kubeadm's
+// cloud-init for `kubeadm init`, and core hands it to the Machine.
+func waitForKubeadmInitBootstrapData(ctx context.Context, g Gomega, c client.Client, machine *clusterv1.Machine) {
 	secretName := ""
 	g.Eventually(func(g Gomega) {
 		config := &bootstrapv1.KubeadmConfig{}
@@ -193,9 +230,12 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: secretName}, secret)).To(Succeed())
 	g.Expect(string(secret.Data["format"])).To(Equal("cloud-config"))
 	g.Expect(string(secret.Data["value"])).To(And(ContainSubstring("#cloud-config"), ContainSubstring("kubeadm init")))
+}
 
-	// Our inMemory backend takes that data: the node is provisioned and the
-	// bootstrap ran (simulated), and core sees the infrastructure.
+// waitForMachineProvisionedAndBootstrapped: our inMemory backend takes that
+// data: the node is provisioned and the bootstrap ran (simulated), and core
+// sees the infrastructure.
+func waitForMachineProvisionedAndBootstrapped(ctx context.Context, g Gomega, c client.Client, machine *clusterv1.Machine) {
 	g.Eventually(func(g Gomega) {
 		mm := &infrav1.MonolithMachine{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: machine.Spec.InfrastructureRef.Name}, mm)).To(Succeed())
@@ -207,10 +247,13 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(got.Spec.ProviderID).To(Equal(mm.Spec.ProviderID))
 		g.Expect(got.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
 	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+}
 
-	// The node registers in the cluster's workload API as kubeadm init
-	// would make it: core links the Machine to its Node, and the control
-	// plane provider finds its static Pods and etcd member healthy.
+// waitForNodeLinkedAndControlPlaneHealthy: the node registers in the
+// cluster's workload API as kubeadm init would make it: core links the
+// Machine to its Node, and the control plane provider finds its static Pods
+// and etcd member healthy.
+func waitForNodeLinkedAndControlPlaneHealthy(ctx context.Context, g Gomega, c client.Client, machine *clusterv1.Machine) {
 	g.Eventually(func(g Gomega) {
 		got := &clusterv1.Machine{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(machine), got)).To(Succeed())
@@ -224,10 +267,13 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kcp"}, cluster)).To(Succeed())
 		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
 	}).WithTimeout(provisionTimeout).Should(Succeed(), dump(ctx, c))
+}
 
-	// dev says how to reach the cluster, and that works as printed: the
-	// pinned clusterctl writes the kubeconfig, the real kubectl lists the
-	// node Ready, from the host, with no port-forward.
+// expectPrintedKubeconfigCommandListsTheNode: dev says how to reach the
+// cluster, and that works as printed: the pinned clusterctl writes the
+// kubeconfig, the real kubectl lists the node Ready, from the host, with no
+// port-forward.
+func expectPrintedKubeconfigCommandListsTheNode(ctx context.Context, g Gomega, r *running, dir string) {
 	g.Eventually(r.stderr.String).WithTimeout(provisionTimeout).Should(
 		MatchRegexp(`Cluster default/kcp is up, its API server on https://127\.0\.0\.1:2\d{4}:\n  clusterctl get kubeconfig kcp -n default > kcp\.kubeconfig && kubectl --kubeconfig kcp\.kubeconfig get nodes`))
 	clusterctl := os.Getenv("CLUSTERCTL")
@@ -241,8 +287,6 @@ func TestKubeadmBootstrapAndControlPlaneRunAndServe(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "kubectl get nodes: %s", stderrOf(err))
 		g.Expect(string(out)).To(MatchRegexp(`(?m)^kcp-\S+\s+Ready\s+control-plane\s+\S+\s+v1\.36\.3$`))
 	}).WithTimeout(provisionTimeout).Should(Succeed())
-
-	r.interrupt(t, g)
 }
 
 // stderrOf is what a failed command printed on stderr.

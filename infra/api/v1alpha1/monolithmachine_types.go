@@ -89,13 +89,52 @@ type MonolithMachineStatus struct {
 	// +optional
 	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
 
+	// bootstrap reports the run of the bootstrap data on the node.
+	// +optional
+	Bootstrap MonolithMachineBootstrapStatus `json:"bootstrap,omitempty,omitzero"`
+
+	// workloadNode reports what the provider did to the machine's Node in
+	// the workload cluster (docker backend: the provider ID a kubelet of a
+	// kind node image does not set).
+	// +optional
+	WorkloadNode MonolithMachineWorkloadNodeStatus `json:"workloadNode,omitempty,omitzero"`
+
 	// conditions: Ready (summary), Paused, BackendMachineProvisioned,
-	// BootstrapExecSucceeded, IPAddressesClaimed.
+	// BootstrapExecSucceeded, IPAddressesClaimed, WorkloadNodeProviderIDSet.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MonolithMachineBootstrapStatus reports the run of a machine's bootstrap
+// data on its node.
+// +kubebuilder:validation:MinProperties=1
+type MonolithMachineBootstrapStatus struct {
+	// succeeded is true once the bootstrap data ran to its end on the node.
+	// It is never run again after that; the BootstrapExecSucceeded condition
+	// says how a run not yet succeeded stands.
+	// +optional
+	Succeeded *bool `json:"succeeded,omitempty"`
+}
+
+// MonolithMachineWorkloadNodeStatus reports what the provider did to the
+// machine's Node in the workload cluster.
+// +kubebuilder:validation:MinProperties=1
+type MonolithMachineWorkloadNodeStatus struct {
+	// providerIDSet is true once the Node carries the machine's
+	// spec.providerID; the provider then no longer reads the workload
+	// cluster. The WorkloadNodeProviderIDSet condition says why not yet.
+	// +optional
+	ProviderIDSet *bool `json:"providerIDSet,omitempty"`
+
+	// providerIDStartTime is when the provider first tried to set the
+	// Node's provider ID. While it has not succeeded, the provider looks at
+	// the workload cluster again after as long as it has waited since
+	// then, within bounds.
+	// +optional
+	ProviderIDStartTime metav1.Time `json:"providerIDStartTime,omitempty,omitzero"`
 }
 
 // MonolithMachine is Cluster API's infrastructure machine of capi-monolith.

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
@@ -60,10 +59,10 @@ type Progress struct {
 
 // Reconcile starts the bootstrap of mm's node, or reports how it goes. The
 // task is keyed by mm's UID, so that a deleted and re-created machine starts
-// afresh. A machine whose BootstrapExecSucceeded condition is already True
-// (the record of an earlier reconcile) is not bootstrapped again.
+// afresh. A machine whose status.bootstrap.succeeded is already true (the
+// record of an earlier reconcile) is not bootstrapped again.
 func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) (Progress, ctrl.Result, error) {
-	if conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
+	if ptr.Deref(mm.Status.Bootstrap.Succeeded, false) {
 		return Progress{Succeeded: true}, ctrl.Result{}, nil
 	}
 	key := string(mm.UID)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -129,4 +130,20 @@ func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.
 	g.Expect(progress.Reason).To(Equal(v1alpha1.UnsupportedBootstrapDataReason))
 	g.Expect(progress.Message).To(ContainSubstring("the inMemory backend runs only kubeadm bootstrap data"))
 	g.Expect(result.RequeueAfter).To(BeNumerically(">", 0), "retried, so that a corrected Secret is picked up")
+}
+
+// A machine whose status.bootstrap records a bootstrap that succeeded is
+// reported bootstrapped without reading its data or running anything.
+func TestAMachineRecordedBootstrappedIsNotRunAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
+	mm.Status.Bootstrap.Succeeded = ptr.To(true)
+	opts := bootstrap.Options{Client: fake.NewClientBuilder().Build(), Tasks: tasks.New(ctx), SecretName: "missing"}
+	progress, res, err := bootstrap.Reconcile(ctx, mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsZero()).To(BeTrue())
+	g.Expect(progress).To(Equal(bootstrap.Progress{Succeeded: true}))
+	_, started := opts.Tasks.State(string(mm.UID))
+	g.Expect(started).To(BeFalse())
 }

@@ -34,6 +34,7 @@ const ownerNotHandledReason = "OwnerNotHandled"
 func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	mm, res := s.Object, &s.Results
 	r.removeLegacyFinalizers(mm)
+	adoptLegacyConditions(mm)
 	owner := r.owners.of(mm)
 	if owner == nil {
 		res.provisioning = scaffold.NotDone(ownerNotHandledReason,
@@ -108,16 +109,26 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	mm.Spec.ProviderID = node.ProviderID
 	res.node = &node
 	res.provisioning = &scaffold.Progress{Done: true}
+	return r.reconcileBootstrap(ctx, s, b, spec, node, *facts.BootstrapDataSecret)
+}
+
+// reconcileBootstrap runs the bootstrap data on the provisioned node, then
+// makes sure the workload cluster knows the node by its provider ID.
+func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope, b backend.Backend, spec backend.NodeSpec, node backend.Node, secretName string) (ctrl.Result, error) {
+	mm, res := s.Object, &s.Results
 	bootstrapped, result, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
-		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: ref, SecretName: *facts.BootstrapDataSecret,
+		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: spec.Machine, SecretName: secretName,
 	})
 	res.bootstrap = &bootstrapped
 	if err != nil || !bootstrapped.Succeeded {
 		return result, err
 	}
+	// Recorded in status, not only in a condition: the next reconcile
+	// reads it, and must never run the bootstrap data again.
+	mm.Status.Bootstrap.Succeeded = ptr.To(true)
 	if registrar, ok := b.(backend.NodeRegistrar); ok {
 		data := func(ctx context.Context) (backend.BootstrapData, error) {
-			return bootstrap.Data(ctx, r.Client, mm.Namespace, *facts.BootstrapDataSecret)
+			return bootstrap.Data(ctx, r.Client, mm.Namespace, secretName)
 		}
 		res.workloadNode, err = registerNode(ctx, registrar, spec, node, data)
 		return ctrl.Result{}, err

@@ -30,16 +30,20 @@ type results struct {
 	// addresses is how the claims of IP addresses stand
 	// (IPAddressesClaimed); nil also for a machine that names no pool.
 	addresses *addressclaims.Progress
-	// bootstrap is how the bootstrap stands (BootstrapExecSucceeded).
+	// bootstrap is how the bootstrap stands (BootstrapExecSucceeded, with
+	// status.bootstrap, which the phases set once it succeeded).
 	bootstrap *bootstrap.Progress
 	// workloadNode is how the Node in the workload cluster stands
-	// (WorkloadNodeProviderIDSet).
+	// (WorkloadNodeProviderIDSet, with status.workloadNode, which the
+	// phases set as they go).
 	workloadNode *scaffold.Progress
 }
 
 // UpdateStatus derives the machine's status fields and conditions from
 // what the phases found, then summarises the conditions into Ready. It is
-// the only place that sets them.
+// the only place that sets them, but for status.bootstrap and
+// status.workloadNode: the phases set those, as the record later
+// reconciles read back.
 func (r *Reconciler) UpdateStatus(ctx context.Context, s *scope) {
 	mm, res := s.Object, s.Results
 	setNodeStatus(mm, res.node)
@@ -75,7 +79,13 @@ func setIPAddressesClaimedCondition(mm *v1alpha1.MonolithMachine, p *addressclai
 		&scaffold.Progress{Done: p.Claimed, Reason: p.Reason, Message: p.Message})
 }
 
+// setBootstrapExecSucceededCondition sets BootstrapExecSucceeded: True once
+// status.bootstrap.succeeded says so, else how this reconcile found the
+// run.
 func setBootstrapExecSucceededCondition(mm *v1alpha1.MonolithMachine, p *bootstrap.Progress) {
+	if ptr.Deref(mm.Status.Bootstrap.Succeeded, false) {
+		p = &bootstrap.Progress{Succeeded: true}
+	}
 	if p == nil {
 		return
 	}
@@ -83,7 +93,13 @@ func setBootstrapExecSucceededCondition(mm *v1alpha1.MonolithMachine, p *bootstr
 		&scaffold.Progress{Done: p.Succeeded, Reason: p.Reason, Message: p.Message})
 }
 
+// setWorkloadNodeProviderIDSetCondition sets WorkloadNodeProviderIDSet:
+// True once status.workloadNode.providerIDSet says so, else how this
+// reconcile found the Node.
 func setWorkloadNodeProviderIDSetCondition(mm *v1alpha1.MonolithMachine, p *scaffold.Progress) {
+	if ptr.Deref(mm.Status.WorkloadNode.ProviderIDSet, false) {
+		p = &scaffold.Progress{Done: true}
+	}
 	scaffold.SetProgressCondition(mm, v1alpha1.WorkloadNodeProviderIDSetCondition, v1alpha1.SetReason, p)
 }
 

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
@@ -185,4 +186,112 @@ func TestSetWorkloadNodeProviderIDSetCondition(t *testing.T) {
 		{name: "a Node with another provider ID is a mismatch", in: scaffold.NotDone(v1alpha1.ProviderIDMismatchReason, "Node m has provider ID a, not b"),
 			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ProviderIDMismatchReason, Message: "Node m has provider ID a, not b"}},
 	})
+}
+
+// The conditions of steps that later reconciles skip follow the status
+// fields the phases set, whatever this reconcile found.
+func TestConditionsFollowTheStatusFields(t *testing.T) {
+	tests := []struct {
+		name          string
+		status        v1alpha1.MonolithMachineStatus
+		set           func(*v1alpha1.MonolithMachine)
+		conditionType string
+		wantReason    string
+	}{
+		{name: "a machine bootstrapped earlier is Succeeded when the phases did not get to the bootstrap",
+			status:        v1alpha1.MonolithMachineStatus{Bootstrap: v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(true)}},
+			set:           func(mm *v1alpha1.MonolithMachine) { setBootstrapExecSucceededCondition(mm, nil) },
+			conditionType: v1alpha1.BootstrapExecSucceededCondition, wantReason: v1alpha1.SucceededReason},
+		{name: "a Node given its provider ID earlier is Set when the phases did not look at it",
+			status:        v1alpha1.MonolithMachineStatus{WorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDSet: ptr.To(true)}},
+			set:           func(mm *v1alpha1.MonolithMachine) { setWorkloadNodeProviderIDSetCondition(mm, nil) },
+			conditionType: v1alpha1.WorkloadNodeProviderIDSetCondition, wantReason: v1alpha1.SetReason},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: tt.status}
+			tt.set(mm)
+			got := conditions.Get(mm, tt.conditionType)
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(got.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(got.Reason).To(Equal(tt.wantReason))
+			g.Expect(got.ObservedGeneration).To(Equal(int64(3)))
+		})
+	}
+}
+
+func TestAdoptLegacyConditions(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	cond := func(t string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: "R", LastTransitionTime: since}
+	}
+	bootstrapped := v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(true)}
+	tests := []struct {
+		name             string
+		conditions       []metav1.Condition
+		bootstrap        v1alpha1.MonolithMachineBootstrapStatus
+		workloadNode     v1alpha1.MonolithMachineWorkloadNodeStatus
+		wantBootstrap    v1alpha1.MonolithMachineBootstrapStatus
+		wantWorkloadNode v1alpha1.MonolithMachineWorkloadNodeStatus
+	}{
+		{name: "a machine without the old conditions gets no fields"},
+		{name: "an old machine bootstrapped is recorded as bootstrapped",
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue)}, wantBootstrap: bootstrapped},
+		{name: "an old machine still bootstrapping is not recorded as bootstrapped",
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionFalse)}},
+		{name: "an old machine whose Node has its provider ID is recorded as set",
+			conditions:       []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDSet: ptr.To(true)}},
+		{name: "an old machine still waiting for its Node keeps backing off from when it started",
+			conditions:       []metav1.Condition{cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionFalse)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: since}},
+		{name: "fields already set win over the conditions",
+			conditions: []metav1.Condition{cond(v1alpha1.BootstrapExecSucceededCondition, metav1.ConditionTrue),
+				cond(v1alpha1.WorkloadNodeProviderIDSetCondition, metav1.ConditionTrue)},
+			bootstrap:        v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
+			workloadNode:     v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))},
+			wantBootstrap:    v1alpha1.MonolithMachineBootstrapStatus{Succeeded: ptr.To(false)},
+			wantWorkloadNode: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: metav1.NewTime(since.Add(time.Hour))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mm := &v1alpha1.MonolithMachine{Status: v1alpha1.MonolithMachineStatus{
+				Conditions: tt.conditions, Bootstrap: tt.bootstrap, WorkloadNode: tt.workloadNode,
+			}}
+			adoptLegacyConditions(mm)
+			g.Expect(mm.Status.Bootstrap).To(Equal(tt.wantBootstrap))
+			g.Expect(mm.Status.WorkloadNode).To(Equal(tt.wantWorkloadNode))
+			g.Expect(mm.Status.Conditions).To(Equal(tt.conditions), "the conditions stay as they were")
+		})
+	}
+}
+
+func TestWorkloadRecheck(t *testing.T) {
+	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(time.Now().Add(-d)) }
+	tests := []struct {
+		name    string
+		status  v1alpha1.MonolithMachineWorkloadNodeStatus
+		atLeast time.Duration
+		atMost  time.Duration
+	}{
+		{name: "a first attempt looks again after the least wait", atLeast: workloadRecheckMin, atMost: workloadRecheckMin},
+		{name: "an attempt that just started looks again after the least wait", status: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: ago(0)},
+			atLeast: workloadRecheckMin, atMost: workloadRecheckMin},
+		{name: "after a minute of trying it waits about a minute", status: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: ago(time.Minute)},
+			atLeast: time.Minute, atMost: time.Minute + 10*time.Second},
+		{name: "after an hour of trying it waits the most", status: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDStartTime: ago(time.Hour)},
+			atLeast: workloadRecheckMax, atMost: workloadRecheckMax},
+		{name: "a provider ID already set looks again after the least wait", status: v1alpha1.MonolithMachineWorkloadNodeStatus{ProviderIDSet: ptr.To(true), ProviderIDStartTime: ago(time.Hour)},
+			atLeast: workloadRecheckMin, atMost: workloadRecheckMin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := workloadRecheck(&v1alpha1.MonolithMachine{Status: v1alpha1.MonolithMachineStatus{WorkloadNode: tt.status}})
+			g.Expect(got).To(BeNumerically(">=", tt.atLeast))
+			g.Expect(got).To(BeNumerically("<=", tt.atMost))
+		})
+	}
 }

@@ -351,3 +351,41 @@ func TestAFailedClusterReadProvisionsNothing(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nodes).To(BeEmpty())
 }
+
+// A machine the previous release wrote (bootstrapped, recorded only in the
+// BootstrapExecSucceeded condition, no status.bootstrap) reconciles as
+// before: its bootstrap data is not run again, the fact moves into
+// status.bootstrap, and it stays Ready.
+func TestAMachineWrittenBeforeStatusBootstrapIsNotBootstrappedAgain(t *testing.T) {
+	g := NewWithT(t)
+	m, mm := machineOwned("md-0", v1alpha1.MachineFinalizer)
+	f := newFixture(t, "", interceptor.Funcs{}, m)
+	node, err := f.backends.EnsureNode(t.Context(), backend.NodeSpec{Machine: machineRef(mm), Backend: mm.Spec.Backend})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node.Provisioned).To(BeTrue())
+	mm.Spec.ProviderID = node.ProviderID
+	mm.Status = v1alpha1.MonolithMachineStatus{
+		Initialization: v1alpha1.Initialization{Provisioned: ptr.To(true)},
+		Addresses:      node.Addresses,
+		Conditions: []metav1.Condition{
+			{Type: clusterv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: clusterv1.ReadyReason, LastTransitionTime: metav1.Now()},
+			{Type: v1alpha1.BackendMachineProvisionedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ProvisionedReason, LastTransitionTime: metav1.Now()},
+			{Type: v1alpha1.BootstrapExecSucceededCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SucceededReason, LastTransitionTime: metav1.Now()},
+		},
+	}
+	g.Expect(f.c.Create(t.Context(), mm)).To(Succeed())
+
+	s, err := f.r.scaffold()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mm)})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	_, started := f.r.Tasks.State(string(mm.UID))
+	g.Expect(started).To(BeFalse(), "the bootstrap data is not run again")
+	got := &v1alpha1.MonolithMachine{}
+	g.Expect(f.c.Get(t.Context(), client.ObjectKeyFromObject(mm), got)).To(Succeed())
+	g.Expect(got.Status.Bootstrap.Succeeded).To(Equal(ptr.To(true)), "the condition's fact is now a status field")
+	g.Expect(conditions.IsTrue(got, v1alpha1.BootstrapExecSucceededCondition)).To(BeTrue())
+	g.Expect(conditions.IsTrue(got, clusterv1.ReadyCondition)).To(BeTrue())
+	g.Expect(got.Spec.ProviderID).To(Equal(node.ProviderID))
+}

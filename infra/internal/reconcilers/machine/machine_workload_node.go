@@ -11,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/remote"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -40,17 +40,24 @@ const (
 // workload cluster when the kubelet did not, as CAPD does for kind nodes:
 // Cluster API only links a Machine to a Node by provider ID. It reads the
 // workload cluster through its `<cluster>-kubeconfig` Secret; until that
-// works it records why (s.Results.workloadNode) and looks again later. A
-// machine whose WorkloadNodeProviderIDSet condition is already True (the
-// record of an earlier reconcile) is not looked at again.
+// works it records why (s.Results.workloadNode) and looks again later,
+// backing off from status.workloadNode.providerIDStartTime. A machine whose
+// status.workloadNode.providerIDSet is already true (the record of an
+// earlier reconcile) is not looked at again.
 func (r *Reconciler) reconcileWorkloadNode(ctx context.Context, s *scope, node backend.Node) (ctrl.Result, error) {
 	mm := s.Object
 	// Simulated nodes have no kubelet and no workload cluster to look in.
-	if mm.Spec.Backend.Docker == nil || conditions.IsTrue(mm, v1alpha1.WorkloadNodeProviderIDSetCondition) {
+	if mm.Spec.Backend.Docker == nil || ptr.Deref(mm.Status.WorkloadNode.ProviderIDSet, false) {
 		return ctrl.Result{}, nil
+	}
+	if mm.Status.WorkloadNode.ProviderIDStartTime.IsZero() {
+		mm.Status.WorkloadNode.ProviderIDStartTime = metav1.Now()
 	}
 	p, res := r.setWorkloadNodeProviderID(ctx, mm, s.Cluster, workloadNodeName(mm, node))
 	s.Results.workloadNode = p
+	if p.Done {
+		mm.Status.WorkloadNode.ProviderIDSet = ptr.To(true)
+	}
 	return res, nil
 }
 
@@ -126,13 +133,14 @@ func setNodeProviderID(ctx context.Context, cs kubernetes.Interface, node *corev
 	return err
 }
 
-// workloadRecheck backs off with the time the condition has been False.
+// workloadRecheck backs off with the time the provider has been trying to
+// set the Node's provider ID.
 func workloadRecheck(mm *v1alpha1.MonolithMachine) time.Duration {
-	c := conditions.Get(mm, v1alpha1.WorkloadNodeProviderIDSetCondition)
-	if c == nil || c.Status == metav1.ConditionTrue {
+	st := mm.Status.WorkloadNode
+	if st.ProviderIDStartTime.IsZero() || ptr.Deref(st.ProviderIDSet, false) {
 		return workloadRecheckMin
 	}
-	return min(max(time.Since(c.LastTransitionTime.Time), workloadRecheckMin), workloadRecheckMax)
+	return min(max(time.Since(st.ProviderIDStartTime.Time), workloadRecheckMin), workloadRecheckMax)
 }
 
 // workloadNodeName is the name the node registers under: the hostname the

@@ -53,9 +53,6 @@ type Reconciler struct {
 	// so that the reconcile caused by the new IPAddress does not write the
 	// same status again before the cache shows the first write.
 	bound sync.Map
-	// outcomes hold what the phases found in the running reconcile of a
-	// claim, for UpdateStatus (claim_status.go) to turn into its status.
-	outcomes sync.Map
 }
 
 // SetupWithManager registers the controller.
@@ -63,7 +60,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Client == nil || r.APIReader == nil || r.Ledger == nil {
 		return errors.New("claim.Reconciler: Client, APIReader and Ledger are required")
 	}
-	scaffold, err := scaffold.New(scaffold.Options[*ipamv1.IPAddressClaim]{
+	scaffold, err := scaffold.New(scaffold.OptionsWith[*ipamv1.IPAddressClaim, results]{
 		Client:           r.Client,
 		NewObject:        func() *ipamv1.IPAddressClaim { return &ipamv1.IPAddressClaim{} },
 		Phases:           r,

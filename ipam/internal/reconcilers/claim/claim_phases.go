@@ -21,7 +21,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 
-	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/allocator"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
@@ -43,10 +42,9 @@ const (
 )
 
 // ReconcileNormal makes sure the claim has an IPAddress from its pool.
-func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
-	claim := s.Object
+func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	claim, res := s.Object, &s.Results
 	claimKey := client.ObjectKeyFromObject(claim)
-	r.outcomes.Delete(claimKey) // a reconcile that patched nothing left one
 	cid := records.Claim{NamespacedName: claimKey, UID: claim.UID}
 	key, ok := index.KeyOfRef(claim.Spec.PoolRef, claim.Namespace)
 	if !ok {
@@ -55,9 +53,9 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipa
 	if claim.Status.AddressRef.Name == "" {
 		r.firstSeen.LoadOrStore(claimKey, time.Now())
 	}
-	pool, state, res, err := r.poolState(ctx, claim, key)
+	pool, state, result, err := r.poolState(ctx, s, key)
 	if pool == nil || state == nil {
-		return res, err
+		return result, err
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues(key.Kind, klog.KRef(key.Namespace, key.Name))
 	ctx = ctrl.LoggerInto(ctx, log)
@@ -82,17 +80,17 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipa
 			return ctrl.Result{RequeueAfter: boundWriteGrace}, nil
 		}
 		r.bound.Delete(claimKey)
-		return r.adopt(ctx, claim, cid, pool, key, state, address)
+		return r.adopt(ctx, s, cid, pool, key, state, address)
 	}
 
 	requested, err := requestedAddress(claim)
 	if err != nil {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error())
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error())
 		return ctrl.Result{}, nil
 	}
-	rec, res, err := r.take(ctx, claim, cid, pool, key, state, requested)
+	rec, result, err := r.take(ctx, s, cid, pool, key, state, requested)
 	if rec == nil {
-		return res, err
+		return result, err
 	}
 	address = newIPAddress(claim, pool, key, rec)
 	log.Info("Creating IPAddress", "address", rec.Spec.Address)
@@ -105,11 +103,11 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scaffold.Scope[*ipa
 		// The address stays the claim's: its record holds it until the
 		// claim goes. The next reconcile creates the IPAddress again, or
 		// finds that this create did commit.
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Failed to create IPAddress for %s", rec.Spec.Address))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Failed to create IPAddress for %s", rec.Spec.Address))
 		return ctrl.Result{}, fmt.Errorf("failed to create IPAddress %s: %w", claimKey, err)
 	}
 	r.observeLatency(claimKey)
-	r.bind(claim, address)
+	res.bind(address)
 	r.bound.Store(claimKey, boundWrite{address: address.Name, at: time.Now()})
 	return ctrl.Result{}, nil
 }
@@ -124,12 +122,13 @@ const maxTakeAttempts = 16
 // take allocates an address for the claim and creates its allocation
 // record, which is what makes the address the claim's. A nil record means
 // the claim waits: the condition or the error says why.
-func (r *Reconciler) take(ctx context.Context, claim *ipamv1.IPAddressClaim, cid records.Claim, pool v1alpha1.Pool, key index.PoolKey, state *ledger.Pool, requested netip.Addr) (*v1alpha1.MonolithIPAllocation, ctrl.Result, error) {
+func (r *Reconciler) take(ctx context.Context, s *scope, cid records.Claim, pool v1alpha1.Pool, key index.PoolKey, state *ledger.Pool, requested netip.Addr) (*v1alpha1.MonolithIPAllocation, ctrl.Result, error) {
+	claim, res := s.Object, &s.Results
 	log := ctrl.LoggerFrom(ctx)
 	for range maxTakeAttempts {
 		addr, err := state.Allocate(cid, requested)
 		if err != nil {
-			return nil, r.allocationFailed(claim, key, state, err), nil
+			return nil, allocationFailed(s, key, state, err), nil
 		}
 		name := records.Name(key, addr, records.AllowsOverlap(pool))
 		// A record of this claim already there (an IPAddress to re-create,
@@ -176,10 +175,10 @@ func (r *Reconciler) take(ctx context.Context, claim *ipamv1.IPAddressClaim, cid
 		state.Taken(cid, addr, existing)
 		if requested.IsValid() {
 			if _, released := records.ReusableAfter(existing); released {
-				r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", addr))
+				res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", addr))
 				return nil, ctrl.Result{RequeueAfter: state.GracePeriod()}, nil
 			}
-			r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", addr))
+			res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", addr))
 			return nil, ctrl.Result{}, nil
 		}
 	}
@@ -221,11 +220,12 @@ func (r *Reconciler) justBound(claimKey types.NamespacedName, address string) bo
 
 // poolState gets the claim's pool and its ledger state. A nil pool or
 // state means the claim waits; the condition says why.
-func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim, key index.PoolKey) (v1alpha1.Pool, *ledger.Pool, ctrl.Result, error) {
+func (r *Reconciler) poolState(ctx context.Context, s *scope, key index.PoolKey) (v1alpha1.Pool, *ledger.Pool, ctrl.Result, error) {
+	claim, res := s.Object, &s.Results
 	pool, objKey := key.NewPool()
 	if err := r.Client.Get(ctx, objKey, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s not found", poolName(key)))
+			res.fail(ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s not found", poolName(key)))
 			return nil, nil, ctrl.Result{}, nil
 		}
 		return nil, nil, ctrl.Result{}, fmt.Errorf("failed to get %s: %w", poolName(key), err)
@@ -235,13 +235,13 @@ func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim
 		return nil, nil, ctrl.Result{}, nil
 	}
 	if !pool.GetDeletionTimestamp().IsZero() && claim.Status.AddressRef.Name == "" {
-		r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is being deleted", poolName(key)))
+		res.fail(ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is being deleted", poolName(key)))
 		return nil, nil, ctrl.Result{}, nil
 	}
 	state, err := r.Ledger.For(ctx, pool)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInvalidPool) {
-			r.fail(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is not valid: %v", poolName(key), err))
+			res.fail(ipamv1.IPAddressClaimReadyPoolNotReadyReason, fmt.Sprintf("%s is not valid: %v", poolName(key), err))
 			return nil, nil, ctrl.Result{}, nil
 		}
 		return nil, nil, ctrl.Result{}, err
@@ -249,10 +249,11 @@ func (r *Reconciler) poolState(ctx context.Context, claim *ipamv1.IPAddressClaim
 	return pool, state, ctrl.Result{}, nil
 }
 
-func (r *Reconciler) allocationFailed(claim *ipamv1.IPAddressClaim, key index.PoolKey, state *ledger.Pool, err error) ctrl.Result {
+func allocationFailed(s *scope, key index.PoolKey, state *ledger.Pool, err error) ctrl.Result {
+	claim, res := s.Object, &s.Results
 	switch {
 	case errors.Is(err, allocator.ErrExhausted):
-		r.fail(claim, ipamv1.IPAddressClaimReadyPoolExhaustedReason, fmt.Sprintf("%s has no free address", poolName(key)))
+		res.fail(ipamv1.IPAddressClaimReadyPoolExhaustedReason, fmt.Sprintf("%s has no free address", poolName(key)))
 		// Released addresses wake waiting claims through the IPAddress
 		// watch; cooling-down ones only by time.
 		if at, ok := state.Allocator().NextReusable(); ok {
@@ -260,14 +261,14 @@ func (r *Reconciler) allocationFailed(claim *ipamv1.IPAddressClaim, key index.Po
 		}
 		return ctrl.Result{RequeueAfter: exhaustedRecheck}
 	case errors.Is(err, allocator.ErrInGracePeriod):
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is in its reuse grace period", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
 		return ctrl.Result{RequeueAfter: state.GracePeriod()}
 	case errors.Is(err, allocator.ErrInUse):
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s is already in use", claim.Annotations[v1alpha1.RequestedAddressAnnotation]))
 	case errors.Is(err, allocator.ErrNotInPool):
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s cannot be allocated from %s", claim.Annotations[v1alpha1.RequestedAddressAnnotation], poolName(key)))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Requested address %s cannot be allocated from %s", claim.Annotations[v1alpha1.RequestedAddressAnnotation], poolName(key)))
 	default:
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, "Allocation failed")
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, "Allocation failed")
 	}
 	return ctrl.Result{}
 }
@@ -348,31 +349,32 @@ func upsertOwner(refs []metav1.OwnerReference, ref metav1.OwnerReference) []meta
 // recorded for another claim is refused), drops records another manager
 // made for the claim in a race it lost, takes ownership of an IPAddress
 // left without owners, and reports the claim bound.
-func (r *Reconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, cid records.Claim, pool v1alpha1.Pool, key index.PoolKey, state *ledger.Pool, address *ipamv1.IPAddress) (ctrl.Result, error) {
+func (r *Reconciler) adopt(ctx context.Context, s *scope, cid records.Claim, pool v1alpha1.Pool, key index.PoolKey, state *ledger.Pool, address *ipamv1.IPAddress) (ctrl.Result, error) {
+	claim, res := s.Object, &s.Results
 	if address.Spec.ClaimRef.Name != claim.Name {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and belongs to claim %q", address.Name, address.Spec.ClaimRef.Name))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and belongs to claim %q", address.Name, address.Spec.ClaimRef.Name))
 		return ctrl.Result{}, nil
 	}
 	if k, ok := index.KeyOfRef(address.Spec.PoolRef, address.Namespace); !ok || k != key {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and is from another pool", address.Name))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists and is from another pool", address.Name))
 		return ctrl.Result{}, nil
 	}
 	addr, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s has no valid address: %q", address.Name, address.Spec.Address))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s has no valid address: %q", address.Name, address.Spec.Address))
 		return ctrl.Result{}, nil
 	}
-	holder, res, err := r.recordOf(ctx, claim, cid, pool, key, state, address, addr)
+	holder, result, err := r.recordOf(ctx, claim, cid, pool, key, state, address, addr)
 	if errors.Is(err, errNotInPool) {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists with address %s, which %s cannot hand out", address.Name, addr, poolName(key)))
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("IPAddress %s exists with address %s, which %s cannot hand out", address.Name, addr, poolName(key)))
 		return ctrl.Result{}, nil
 	}
 	if holder != "" {
-		r.fail(claim, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Address %s of IPAddress %s is allocated to claim %s", addr, address.Name, holder))
-		return res, err
+		res.fail(ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("Address %s of IPAddress %s is allocated to claim %s", addr, address.Name, holder))
+		return result, err
 	}
-	if err != nil || !res.IsZero() {
-		return res, err
+	if err != nil || !result.IsZero() {
+		return result, err
 	}
 	if err := r.dropOtherRecords(ctx, claim, cid, state, addr); err != nil {
 		return ctrl.Result{}, err
@@ -385,7 +387,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, ci
 		}
 	}
 	r.observeLatency(client.ObjectKeyFromObject(claim))
-	r.bind(claim, address)
+	res.bind(address)
 	return ctrl.Result{}, nil
 }
 
@@ -507,11 +509,10 @@ func (r *Reconciler) removeAddressFinalizer(ctx context.Context, address *ipamv1
 // claim: other finalizers (the infra module's, a node's) mean the address
 // is still in use. The IPAddress goes first, then the record; with a grace
 // period the record stays, marked released, until the period is over.
-func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) (ctrl.Result, error) {
+func (r *Reconciler) ReconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	claim := s.Object
 	claimKey := client.ObjectKeyFromObject(claim)
 	cid := records.Claim{NamespacedName: claimKey, UID: claim.UID}
-	r.outcomes.Delete(claimKey)
 	r.firstSeen.Delete(claimKey)
 	r.bound.Delete(claimKey)
 	if others := otherFinalizers(claim); len(others) > 0 {

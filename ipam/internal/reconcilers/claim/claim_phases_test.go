@@ -16,7 +16,6 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
-	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
@@ -77,7 +76,7 @@ func TestARecordCreateThatTimedOutButCommittedIsKept(t *testing.T) {
 		return nil
 	})
 	a := newTestClaim("a", "uid-a")
-	_, err := r.ReconcileNormal(ctx, &scaffold.Scope[*ipamv1.IPAddressClaim]{Object: a})
+	_, err := r.ReconcileNormal(ctx, &scope{Object: a})
 	g.Expect(err).NotTo(HaveOccurred())
 	address := &ipamv1.IPAddress{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, address)).To(Succeed(), "the committed record is used")
@@ -90,7 +89,7 @@ func TestARecordCreateThatTimedOutButCommittedIsKept(t *testing.T) {
 	g.Expect(held).To(Equal(netip.MustParseAddr("10.0.0.10")))
 
 	b := newTestClaim("b", "uid-b")
-	_, err = r.ReconcileNormal(ctx, &scaffold.Scope[*ipamv1.IPAddressClaim]{Object: b})
+	_, err = r.ReconcileNormal(ctx, &scope{Object: b})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b"}, address)).To(Succeed())
 	g.Expect(address.Spec.Address).To(Equal("10.0.0.11"), "never the committed address again")
@@ -107,10 +106,10 @@ func TestARecordCreateThatFailedUnseenKeepsTheHoldAndRetries(t *testing.T) {
 		return c.Create(ctx, obj, opts...)
 	})
 	a := newTestClaim("a", "uid-a")
-	_, err := r.ReconcileNormal(ctx, &scaffold.Scope[*ipamv1.IPAddressClaim]{Object: a})
+	_, err := r.ReconcileNormal(ctx, &scope{Object: a})
 	g.Expect(err).To(HaveOccurred(), "retried with backoff")
 	fail = false
-	_, err = r.ReconcileNormal(ctx, &scaffold.Scope[*ipamv1.IPAddressClaim]{Object: a})
+	_, err = r.ReconcileNormal(ctx, &scope{Object: a})
 	g.Expect(err).NotTo(HaveOccurred())
 	address := &ipamv1.IPAddress{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, address)).To(Succeed())
@@ -126,7 +125,7 @@ func TestAnAddressRecordedByAnotherManagerIsSkipped(t *testing.T) {
 	_, _ = r.Ledger.For(ctx, &v1alpha1.MonolithIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool"}, Spec: v1alpha1.IPPoolSpec{Addresses: []string{"10.0.0.10-10.0.0.11"}, Prefix: 24}})
 	g.Expect(c.Create(ctx, theirs)).To(Succeed())
 	a := newTestClaim("a", "uid-a")
-	_, err := r.ReconcileNormal(ctx, &scaffold.Scope[*ipamv1.IPAddressClaim]{Object: a})
+	_, err := r.ReconcileNormal(ctx, &scope{Object: a})
 	g.Expect(err).NotTo(HaveOccurred())
 	address := &ipamv1.IPAddress{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, address)).To(Succeed())

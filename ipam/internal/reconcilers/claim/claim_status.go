@@ -8,7 +8,6 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 )
@@ -16,40 +15,47 @@ import (
 // AllocatedReason is the Ready reason of a claim that has its address.
 const AllocatedReason = "Allocated"
 
-// outcome is what the phases found about a claim in one reconcile: the
-// IPAddress it is bound to, or why it is not Ready.
-type outcome struct {
-	address         *ipamv1.IPAddress
+// scope is what one reconcile of one IPAddressClaim knows.
+type scope = scaffold.ScopeWith[*ipamv1.IPAddressClaim, results]
+
+// results are what the phases of one reconcile found about the claim: the
+// IPAddress it is bound to, or why it is not Ready. Both nil: the phases
+// decided nothing (waiting, retrying), and what an earlier reconcile
+// recorded stays.
+type results struct {
+	bound    *ipamv1.IPAddress
+	notReady *notReady
+}
+
+// notReady is why a claim cannot be served.
+type notReady struct {
 	reason, message string
 }
 
-// bind records that the claim is bound to address.
-func (r *Reconciler) bind(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
-	r.outcomes.Store(client.ObjectKeyFromObject(claim), outcome{address: address})
+// bind records that the claim is bound to address; the last of bind and
+// fail in a reconcile wins.
+func (res *results) bind(address *ipamv1.IPAddress) {
+	res.bound, res.notReady = address, nil
 }
 
-// fail records why the claim cannot be served.
-func (r *Reconciler) fail(claim *ipamv1.IPAddressClaim, reason, message string) {
-	r.outcomes.Store(client.ObjectKeyFromObject(claim), outcome{reason: reason, message: message})
+// fail records why the claim cannot be served; the last of bind and fail
+// in a reconcile wins.
+func (res *results) fail(reason, message string) {
+	res.bound, res.notReady = nil, &notReady{reason: reason, message: message}
 }
 
-// UpdateStatus implements scaffold.Phases: the one place the claim's Ready
-// condition and addressRef are set, from what the phases recorded. A
-// reconcile that recorded nothing (waiting, retrying) leaves them as they
-// are.
-func (r *Reconciler) UpdateStatus(_ context.Context, s *scaffold.Scope[*ipamv1.IPAddressClaim]) {
-	v, ok := r.outcomes.LoadAndDelete(client.ObjectKeyFromObject(s.Object))
-	if !ok {
-		return
-	}
-	switch o := v.(outcome); {
-	case o.address != nil:
-		setBound(s.Object, o.address)
-	default:
-		r.notReady(s.Object, o.reason, o.message)
+// UpdateStatus implements scaffold.PhasesWith: the one place the claim's
+// Ready condition and addressRef are set, from what the phases recorded.
+func (r *Reconciler) UpdateStatus(_ context.Context, s *scope) {
+	switch res := s.Results; {
+	case res.bound != nil:
+		setBound(s.Object, res.bound)
+	case res.notReady != nil:
+		r.setNotReadyAndWarn(s.Object, *res.notReady)
 	}
 }
 
+// setBound points the claim at its IPAddress and makes it Ready.
 func setBound(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	conditions.Set(claim, metav1.Condition{
@@ -61,23 +67,23 @@ func setBound(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 	})
 }
 
-// notReady sets Ready=False and, when the reason or message is new, emits
-// a Warning Event, so that an operator sees every claim that cannot be
-// served in `kubectl get events` as well as on the claim.
-func (r *Reconciler) notReady(claim *ipamv1.IPAddressClaim, reason, message string) {
+// setNotReadyAndWarn sets Ready=False and, when the reason or message is
+// new, emits a Warning Event, so that an operator sees every claim that
+// cannot be served in `kubectl get events` as well as on the claim.
+func (r *Reconciler) setNotReadyAndWarn(claim *ipamv1.IPAddressClaim, why notReady) {
 	if c := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); r.Recorder != nil &&
-		(c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || c.Message != message) {
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", message)
+		(c == nil || c.Status != metav1.ConditionFalse || c.Reason != why.reason || c.Message != why.message) {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, why.reason, "Allocate", "%s", why.message)
 	}
-	setNotReady(claim, reason, message)
+	setNotReady(claim, why)
 }
 
-func setNotReady(claim *ipamv1.IPAddressClaim, reason, message string) {
+func setNotReady(claim *ipamv1.IPAddressClaim, why notReady) {
 	conditions.Set(claim, metav1.Condition{
 		Type:               ipamv1.IPAddressClaimReadyCondition,
 		Status:             metav1.ConditionFalse,
-		Reason:             reason,
-		Message:            message,
+		Reason:             why.reason,
+		Message:            why.message,
 		ObservedGeneration: claim.Generation,
 	})
 }

@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -27,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
@@ -88,7 +86,7 @@ func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, 
 	if r.Client == nil || r.Ledger == nil || r.NewObject == nil || r.Kind == "" {
 		return errors.New("pool.Reconciler: Client, Ledger, NewObject and Kind are required")
 	}
-	scaffold, err := scaffold.New(scaffold.Options[T]{
+	scaffold, err := scaffold.New(scaffold.OptionsWith[T, results]{
 		Client:           r.Client,
 		NewObject:        r.NewObject,
 		Phases:           r,
@@ -213,14 +211,13 @@ func (r *Reconciler[T]) releasedClaimToPool() handler.EventHandler {
 
 // ReconcileNormal reports the pool's counts and validity, and deletes its
 // released records whose grace period is over.
-func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *scaffold.Scope[T]) (ctrl.Result, error) {
+func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	state, err := r.Ledger.For(ctx, pool)
 	if err != nil {
 		if errors.Is(err, ledger.ErrInvalidPool) {
 			// Only reachable with the webhook off: say why, hand out nothing.
-			setReady(pool, metav1.ConditionFalse, v1alpha1.InvalidSpecReason, err.Error())
-			pool.GetStatus().IPAddresses = nil
+			s.Results.invalidSpec = err
 			metrics.DeletePool(index.KeyOf(pool))
 			return ctrl.Result{}, nil
 		}
@@ -231,11 +228,8 @@ func (r *Reconciler[T]) ReconcileNormal(ctx context.Context, s *scaffold.Scope[T
 		err = errors.Join(err, sweepErr)
 	}
 	c := state.Allocator().Counts().Int64()
-	pool.GetStatus().IPAddresses = &v1alpha1.IPAddressesStatus{
-		Total: c.Total, Used: c.Used, Free: c.Free, OutOfRange: int64(c.OutOfRange), Capped: c.Capped,
-	}
+	s.Results.counts = &c
 	metrics.SetPool(index.KeyOf(pool), c)
-	setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, "")
 	return res, err
 }
 
@@ -374,7 +368,7 @@ func (r *Reconciler[T]) collectExpired(ctx context.Context, key index.PoolKey) (
 // ReconcileDelete lets the pool go once no address of it is allocated, or
 // at once with the skip-delete-protection annotation (clusterctl move). The
 // count comes from the allocation records, which every manager sees whole.
-func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scaffold.Scope[T]) (ctrl.Result, error) {
+func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scope[T]) (ctrl.Result, error) {
 	pool := s.Object
 	key := index.KeyOf(pool)
 	// Counted past the cache: a record created a moment ago (a claim being
@@ -392,8 +386,7 @@ func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scaffold.Scope[T
 			}
 		}
 		if n > 0 {
-			setReady(pool, metav1.ConditionFalse, v1alpha1.DeletionBlockedReason,
-				fmt.Sprintf("Deletion waits for %d allocated addresses to be released (or annotate the pool with %s=true)", n, v1alpha1.SkipDeleteProtectionAnnotation))
+			s.Results.blockingDeletion = n
 			return ctrl.Result{RequeueAfter: deletionRecheck}, nil
 		}
 	}
@@ -408,14 +401,4 @@ func (r *Reconciler[T]) ReconcileDelete(ctx context.Context, s *scaffold.Scope[T
 	r.Ledger.Remove(key)
 	metrics.DeletePool(key)
 	return ctrl.Result{}, nil
-}
-
-// UpdateStatus implements scaffold.Phases; the phases set Ready themselves.
-func (r *Reconciler[T]) UpdateStatus(context.Context, *scaffold.Scope[T]) {}
-
-func setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(pool, metav1.Condition{
-		Type: v1alpha1.ReadyCondition, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: pool.GetGeneration(),
-	})
 }

@@ -11,7 +11,6 @@ import (
 
 	"sigs.k8s.io/cluster-api/util/conditions"
 
-	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/ipam/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/index"
 	"github.com/capi-monolith/capi-monolith/ipam/internal/ledger"
@@ -46,8 +45,10 @@ func TestPoolDeletionCountsRecordsThatTheCacheHasNotSeen(t *testing.T) {
 		Client: cache, APIReader: apiserver, Ledger: ledger.New(cache), Kind: v1alpha1.MonolithIPPoolKind,
 		NewObject: func() *v1alpha1.MonolithIPPool { return &v1alpha1.MonolithIPPool{} },
 	}
-	res, err := r.ReconcileDelete(t.Context(), &scaffold.Scope[*v1alpha1.MonolithIPPool]{Object: pool})
+	s := &scope[*v1alpha1.MonolithIPPool]{Object: pool}
+	res, err := r.ReconcileDelete(t.Context(), s)
 	g.Expect(err).NotTo(HaveOccurred())
+	r.UpdateStatus(t.Context(), s)
 	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0), "the deletion waits")
 	cond := conditions.Get(pool, v1alpha1.ReadyCondition)
 	g.Expect(cond).NotTo(BeNil())
