@@ -25,7 +25,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels/format"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -214,9 +213,11 @@ func (o *observation) deleting(mm *infrav1.MonolithMachine) bool {
 	return m != nil && !m.DeletionTimestamp.IsZero()
 }
 
-// instanceReady: the node exists and its bootstrap data ran.
+// instanceReady: the node exists and its bootstrap data ran (the status
+// fields the machine controller keeps, not the conditions derived from
+// them).
 func instanceReady(mm *infrav1.MonolithMachine) bool {
-	return ptr.Deref(mm.Status.Initialization.Provisioned, false) && conditions.IsTrue(mm, infrav1.BootstrapExecSucceededCondition)
+	return ptr.Deref(mm.Status.Initialization.Provisioned, false) && ptr.Deref(mm.Status.Bootstrap.Succeeded, false)
 }
 
 func boundsOf(pool *v1alpha1.MonolithMachinePool) bounds {

@@ -23,7 +23,7 @@ func instance(name string, provisioned, ready bool) infrav1.MonolithMachine {
 		mm.Status.Initialization.Provisioned = ptr.To(true)
 	}
 	if ready {
-		conditions.Set(&mm, metav1.Condition{Type: infrav1.BootstrapExecSucceededCondition, Status: metav1.ConditionTrue, Reason: infrav1.SucceededReason})
+		mm.Status.Bootstrap.Succeeded = ptr.To(true)
 	}
 	return mm
 }
