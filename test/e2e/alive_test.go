@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,16 +147,18 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 
 	// dev runs core with InPlaceUpdates and registers our runtime
 	// extension, whose CanUpdateMachine covers version changes of inmemory
-	// machines: with the template's rolling strategy (maxSurge 1), KCP and
-	// the MachineDeployment each make one new Machine and upgrade the
-	// others in place; UpdateMachine reports each done only once its Node
-	// runs the new kubelet.
-	It("should upgrade KCP and the MachineDeployment to the next Kubernetes minor, Machines in place", func(ctx SpecContext) {
+	// machines. With no surge (KCP maxSurge 0; the MachineDeployment
+	// maxSurge 0, maxUnavailable 1) KCP and the MachineDeployment upgrade
+	// every Machine in place: the same Machines, their Nodes and static
+	// Pods at the new version, and UpdateMachine reports each done only
+	// once its Node runs the new kubelet.
+	It("should upgrade KCP and the MachineDeployment to the next Kubernetes minor, every Machine in place", func(ctx SpecContext) {
 		before, err := runningMachines(ctx, namespace, name)
 		Expect(err).NotTo(HaveOccurred())
 		kcp := &controlplanev1.KubeadmControlPlane{}
 		Expect(kubeadmClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
 		base := kcp.DeepCopy()
+		kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
 		kcp.Spec.Version = upgradeVersion
 		Expect(kubeadmClient().Patch(ctx, kcp, client.MergeFrom(base))).To(Succeed())
 		expectRolled(ctx, namespace, name, 3, workers, func(m clusterv1.Machine) bool {
@@ -166,6 +169,9 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		md := &clusterv1.MachineDeployment{}
 		Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-md-0"}, md)).To(Succeed())
 		mdBase := md.DeepCopy()
+		md.Spec.Rollout.Strategy.Type = clusterv1.RollingUpdateMachineDeploymentStrategyType
+		md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(0))
+		md.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 		md.Spec.Template.Spec.Version = upgradeVersion
 		Expect(env.Client.Patch(ctx, md, client.MergeFrom(mdBase))).To(Succeed())
 		expectRolled(ctx, namespace, name, 3, workers, func(m clusterv1.Machine) bool { return m.Spec.Version == upgradeVersion }, dump)
@@ -184,11 +190,18 @@ var _ = Describe("A living cluster from cluster-template.yaml (inMemory backend,
 		after, err := runningMachines(ctx, namespace, name)
 		Expect(err).NotTo(HaveOccurred())
 		for _, controlPlane := range []bool{true, false} {
-			kept := slices.DeleteFunc(machineNames(after, controlPlane), func(n string) bool {
-				return !slices.Contains(machineNames(before, controlPlane), n)
-			})
-			GinkgoWriter.Printf("control plane %t: before %v, after %v\n", controlPlane, machineNames(before, controlPlane), machineNames(after, controlPlane))
-			Expect(kept).NotTo(BeEmpty(), "some Machines (control plane: %t) were upgraded in place, their Nodes at %s", controlPlane, upgradeVersion)
+			Expect(machineNames(after, controlPlane)).To(Equal(machineNames(before, controlPlane)),
+				"every Machine (control plane: %t) was upgraded in place", controlPlane)
+		}
+		out, err = kubectl(ctx, kubeconfig, "get", "pods", "-n", "kube-system", "-l", "tier=control-plane",
+			"-o", "jsonpath={range .items[*]}{.spec.containers[0].image}{'\\n'}{end}")
+		Expect(err).NotTo(HaveOccurred())
+		images := strings.Fields(out)
+		Expect(images).To(HaveLen(3*4), "kube-apiserver, kube-controller-manager, kube-scheduler and etcd on each control plane Node")
+		for _, image := range images {
+			if !strings.Contains(image, "/etcd:") {
+				Expect(image).To(HaveSuffix(":"+upgradeVersion), "the static Pods run the new version")
+			}
 		}
 	})
 
