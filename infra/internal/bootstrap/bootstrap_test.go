@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
@@ -76,38 +77,16 @@ func TestBootstrapDataPastTheBoundIsNeverBootstrapped(t *testing.T) {
 	}
 	g.Expect(w.Close()).To(Succeed())
 	data := "#cloud-config\nwrite_files:\n- path: /big\n  encoding: gz+b64\n  content: " + base64.StdEncoding.EncodeToString(gz.Bytes()) + "\n"
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(data)}}
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
-
-	b := inmemory.New(inmemory.Options{})
-	node := backend.MachineRef{Cluster: backend.ClusterRef{Namespace: "ns", Name: "c"}, Name: "m"}
-	_, err = b.EnsureNode(ctx, backend.NodeSpec{Machine: node, Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{}}})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
-	opts := bootstrap.Options{Client: reader, Tasks: tasks.New(ctx), Backend: b, Node: node, SecretName: secret.Name}
-	_, _, err = bootstrap.Reconcile(ctx, mm, opts)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() bool {
-		state, ok := opts.Tasks.State(string(mm.UID))
-		return ok && !state.Running
-	}).WithTimeout(10 * time.Second).Should(BeTrue())
-	progress, _, err := bootstrap.Reconcile(ctx, mm, opts)
-	g.Expect(err).NotTo(HaveOccurred())
+	progress, _ := bootstrapInMemory(ctx, g, scheme, data)
 	g.Expect(progress.Succeeded).To(BeFalse())
 	g.Expect(progress.Reason).To(Equal(v1alpha1.InvalidBootstrapDataReason))
 	g.Expect(progress.Message).To(ContainSubstring("decompresses to more than"))
 }
 
-// Well-formed bootstrap data without kubeadm configuration (issue 28: it
-// made an inMemory machine BootstrapExecSucceeded) fails with its own
-// reason, saying what the backend runs, and is never reported as succeeded.
-func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.T) {
-	g := NewWithT(t)
-	ctx := t.Context()
-	scheme := runtime.NewScheme()
-	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
-	data := "#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n"
+// bootstrapInMemory runs data (the value of a bootstrap Secret read with
+// scheme) on an inMemory node to its end, and returns how the bootstrap
+// then stands.
+func bootstrapInMemory(ctx context.Context, g Gomega, scheme *runtime.Scheme, data string) (bootstrap.Progress, ctrl.Result) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(data)}}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
 
@@ -126,6 +105,19 @@ func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.
 	}).WithTimeout(10 * time.Second).Should(BeTrue())
 	progress, result, err := bootstrap.Reconcile(ctx, mm, opts)
 	g.Expect(err).NotTo(HaveOccurred())
+	return progress, result
+}
+
+// Well-formed bootstrap data without kubeadm configuration (issue 28: it
+// made an inMemory machine BootstrapExecSucceeded) fails with its own
+// reason, saying what the backend runs, and is never reported as succeeded.
+func TestBootstrapDataWithoutKubeadmConfigurationIsNeverBootstrapped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	scheme := runtime.NewScheme()
+	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	data := "#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: hello\nruncmd:\n- echo hello\n"
+	progress, result := bootstrapInMemory(ctx, g, scheme, data)
 	g.Expect(progress.Succeeded).To(BeFalse())
 	g.Expect(progress.Reason).To(Equal(v1alpha1.UnsupportedBootstrapDataReason))
 	g.Expect(progress.Message).To(ContainSubstring("the inMemory backend runs only kubeadm bootstrap data"))
