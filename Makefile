@@ -201,7 +201,7 @@ bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in t
 	go run ./test/bench/hooks $(BENCH_HOOKS_ARGS)
 
 .PHONY: bench-workload
-bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters (KCP of 1 + MachineDeployment of 3, inMemory) from capi-monolith dev: time to all Running, peak and per-cluster RSS of the binary and the managers (args: BENCH_WORKLOAD_ARGS, e.g. -clusters 500 -out test/bench/results/workload-500.md).
+bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters (KCP of 1 + MachineDeployment of 3, inMemory) from capi-monolith dev: time to all Running, peak and per-cluster RSS of the binary and the managers, then 200 objects per cluster and a restart of dev on its --data-dir: memory and journal bytes per cluster, time to every cluster served again (args: BENCH_WORKLOAD_ARGS, e.g. -clusters 500 -out test/bench/results/workload-500.md).
 	go run ./test/bench/workload $(BENCH_WORKLOAD_ARGS)
 
 ##@ Release

@@ -59,6 +59,11 @@ type Config struct {
 	MinAvailable uint64
 	// DevArgs are added to `capi-monolith dev`'s command line.
 	DevArgs []string
+	// AddonObjects, when positive, adds the persistence phase: dev runs
+	// with --data-dir, every cluster gets this many objects through its
+	// workload API, and dev is restarted on the same state folder (see
+	// measureState).
+	AddonObjects int
 }
 
 // DefaultConfig is `make bench-workload`: 100 clusters of 1 control plane
@@ -77,6 +82,7 @@ func DefaultConfig() Config {
 		Window:            10 * time.Second,
 		Timeout:           40 * time.Minute,
 		MinAvailable:      2 << 30,
+		AddonObjects:      200,
 	}
 }
 

@@ -14,7 +14,11 @@
 //     serves every workload cluster's API, and its steady RSS before and
 //     after, hence the memory per workload cluster,
 //   - the same for the three Cluster API managers, kube-apiserver and etcd,
-//     reported apart, and the CPU each used while the clusters came up.
+//     reported apart, and the CPU each used while the clusters came up,
+//   - with -addon-objects N (default 200; dev then runs with --data-dir):
+//     the memory and journal bytes N more objects per cluster cost, and,
+//     after dev is stopped with Ctrl-C and started again on the same state
+//     folder, the time until every cluster serves its objects again.
 //
 // It prints the figures and writes them to test/bench/results/workload.md
 // (-out). One run per invocation: a dev of hundreds of clusters takes many
@@ -31,6 +35,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -73,14 +79,15 @@ func run(args []string) error {
 		cfg.MinAvailable = uint64(q.Value())
 		return nil
 	})
+	fs.IntVar(&cfg.AddonObjects, "addon-objects", cfg.AddonObjects, "objects written into every workload cluster once all run, before dev is restarted on its --data-dir to time every cluster served again (0 skips that phase and runs dev without --data-dir)")
 	binary := fs.String("binary", "", "the capi-monolith binary to run (default: built from this tree)")
 	devArgs := fs.String("dev-args", "", "space-separated flags added to `capi-monolith dev`")
 	out := fs.String("out", defaultOut, "Markdown results file; empty writes none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.Clusters < 1 || cfg.Workers < 0 || cfg.Concurrency < 1 || cfg.Poll <= 0 {
-		return errors.New("-clusters, -concurrency and -poll must be positive, -workers not negative")
+	if cfg.Clusters < 1 || cfg.Workers < 0 || cfg.Concurrency < 1 || cfg.Poll <= 0 || cfg.AddonObjects < 0 {
+		return errors.New("-clusters, -concurrency and -poll must be positive, -workers and -addon-objects not negative")
 	}
 	cfg.DevArgs = strings.Fields(*devArgs)
 	ctrl.SetLogger(envtest.TestLogger())
@@ -107,6 +114,8 @@ type Run struct {
 	// LoadBefore and LoadAfter are the load averages when dev was ready
 	// and when every machine ran.
 	LoadBefore, LoadAfter string
+	// State is the persistence phase's figures (-addon-objects > 0).
+	State *StateResult
 }
 
 // runOnce builds the binary unless given, starts dev, measures and stops dev.
@@ -123,8 +132,14 @@ func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run
 			return run, err
 		}
 	}
+	devArgs := cfg.DevArgs
+	stateDir := filepath.Join(dir, "state")
+	if cfg.AddonObjects > 0 {
+		devArgs = append(slices.Clone(devArgs), "--data-dir="+stateDir)
+	}
+	start := func(ctx context.Context) (*Dev, error) { return StartDev(ctx, binary, dir, devArgs) }
 	fmt.Fprintf(log, "starting %s dev\n", binary)
-	dev, err := StartDev(ctx, binary, dir, cfg.DevArgs)
+	dev, err := start(ctx)
 	if err != nil {
 		return run, err
 	}
@@ -132,6 +147,14 @@ func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run
 	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", run.LoadBefore, cfg.Clusters, cfg.Workers)
 	run.Result, err = Measure(ctx, dev, cfg, log)
 	run.LoadAfter = harness.LoadAverage()
+	if err == nil && cfg.AddonObjects > 0 && run.Incomplete == "" && !run.OutOfMemory {
+		var s StateResult
+		s, dev, err = measureState(ctx, dev, start, cfg, run.Result, filepath.Join(stateDir, "modules", "infra"), log)
+		run.State = &s
+		if dev == nil {
+			return run, err
+		}
+	}
 	fmt.Fprintln(log, "stopping dev")
 	if stopErr := dev.Stop(); stopErr != nil {
 		// The figures stand; a slow stop is worth knowing about.
