@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -234,6 +235,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.portForward(w, r, req)
 		return
 	}
+	// Long-running requests (watches, port-forwards) are bounded apart,
+	// as kube-apiserver exempts them from its in-flight limits.
+	if !isWatchRequest(r) {
+		done, err := req.store.StartRequest()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		defer done()
+	}
 	h.serveResource(w, r, req)
 }
 
@@ -282,9 +293,13 @@ func parseResourcePath(gv schema.GroupVersion, rest []string) (*request, error) 
 	return req, nil
 }
 
+func isWatchRequest(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return r.Method == http.MethodGet && (w == "true" || w == "1")
+}
+
 func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req *request) {
-	q := r.URL.Query()
-	isWatch := q.Get("watch") == "true" || q.Get("watch") == "1"
+	isWatch := isWatchRequest(r)
 	switch {
 	case r.Method == http.MethodGet && req.name == "" && isWatch:
 		h.watch(w, r, req)
@@ -341,6 +356,9 @@ func writeError(w http.ResponseWriter, err error) {
 	code := int(st.Code)
 	if code == 0 {
 		code = http.StatusInternalServerError
+	}
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	writeJSON(w, code, st)
 }
