@@ -240,7 +240,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if !isWatchRequest(r) {
 		done, err := req.store.StartRequest()
 		if err != nil {
-			writeError(w, err)
+			writeLimitError(w, err)
 			return
 		}
 		defer done()
@@ -324,6 +324,15 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req *req
 	}
 }
 
+// writeLimitError answers a cluster's limit with its Retry-After header
+// set from the Status, as kube-apiserver's API Priority and Fairness does.
+func writeLimitError(w http.ResponseWriter, err error) {
+	if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	writeError(w, err)
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -356,9 +365,6 @@ func writeError(w http.ResponseWriter, err error) {
 	code := int(st.Code)
 	if code == 0 {
 		code = http.StatusInternalServerError
-	}
-	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	writeJSON(w, code, st)
 }
