@@ -593,3 +593,30 @@ func withoutOwners(obj *unstructured.Unstructured, drop map[types.UID]bool) *uns
 	}
 	return next
 }
+
+// DeleteAllOf deletes every object of res, in every namespace, as
+// kube-apiserver's CustomResourceDefinition finalizer deletes a CRD's
+// objects (propagationPolicy Background: their dependents are collected
+// after them). It returns how many are left: those finalizers hold, which
+// go with their last finalizer.
+func (s *Store) DeleteAllOf(res Resource) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []key
+	for k := range s.objects {
+		if k.group == res.Group && k.resource == res.Resource {
+			keys = append(keys, k)
+		}
+	}
+	left := 0
+	for _, k := range keys {
+		obj, ok := s.objects[k]
+		if !ok {
+			continue
+		}
+		if _, gone := s.deleteLocked(res, k, obj, ptrTo(metav1.DeletePropagationBackground)); !gone {
+			left++
+		}
+	}
+	return left
+}

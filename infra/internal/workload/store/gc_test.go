@@ -408,3 +408,25 @@ func TestOneCollectorServesManyStoresInTurn(t *testing.T) {
 		return len(items)
 	}, gcTimeout).Should(BeZero())
 }
+
+func TestDeleteAllOfDeletesEveryObjectOfAResource(t *testing.T) {
+	g := NewWithT(t)
+	s := New(Options{})
+	widgets := Resource{Group: "example.com", Resource: "widgets", Namespaced: true}
+	w1 := create(g, s, widgets, object("example.com/v1", "Widget", "default", "a"))
+	create(g, s, widgets, object("example.com/v1", "Widget", "kube-system", "b"))
+	held := object("example.com/v1", "Widget", "default", "held")
+	held.SetFinalizers([]string{"example.com/hold"})
+	create(g, s, widgets, held)
+	create(g, s, configMaps, object("v1", "ConfigMap", "default", "owned", ownedBy(w1, false)))
+	create(g, s, configMaps, object("v1", "ConfigMap", "default", "other"))
+
+	g.Expect(s.DeleteAllOf(widgets)).To(Equal(1))
+	items, _, err := s.List(widgets, "", ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(items).To(HaveLen(1))
+	g.Expect(items[0].GetDeletionTimestamp()).NotTo(BeNil())
+	gone(g, s, configMaps, "default", "owned")
+	idle(g, s)
+	exists(g, s, configMaps, "default", "other")
+}
