@@ -430,13 +430,20 @@ func (s *Store) dependentsOf(uid types.UID) []types.UID {
 	return deps
 }
 
+// reaches says whether an owner stored at ok can own an object stored at
+// dk: a namespaced owner only owns objects of its namespace (to others, a
+// cluster-scoped one included, its uid names nothing they can resolve).
+func reaches(ok, dk key) bool {
+	return ok.namespace == "" || ok.namespace == dk.namespace
+}
+
 // orphanDependents removes the owner's references from its dependents,
 // then its orphan finalizer.
 func (s *Store) orphanDependents(res Resource, k key, owner *unstructured.Unstructured) {
 	uid := owner.GetUID()
 	for _, d := range s.dependentsOf(uid) {
 		dk, ok := s.gc.byUID[d]
-		if !ok {
+		if !ok || !reaches(k, dk) {
 			continue
 		}
 		dep := s.objects[dk]
@@ -455,7 +462,7 @@ func (s *Store) finishForeground(res Resource, k key, owner *unstructured.Unstru
 	blocked := false
 	for _, d := range s.dependentsOf(uid) {
 		dk, ok := s.gc.byUID[d]
-		if !ok {
+		if !ok || !reaches(k, dk) {
 			continue
 		}
 		dep := s.objects[dk]

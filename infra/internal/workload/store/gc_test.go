@@ -230,6 +230,17 @@ func TestDependentsOfAMissingOwnerAreCollected(t *testing.T) {
 	idle(g, s)
 	exists(g, s, crBindings, "", "unresolvable")
 	exists(g, s, replicaSets, "default", "kept")
+
+	// The unresolvable dependent neither blocks its would-be owner's
+	// foreground deletion nor loses its reference to an orphaning.
+	blocking := ownedBy(live, true)
+	create(g, s, crBindings, object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "blocking", blocking))
+	_, _, err := s.Delete(deployments, "default", "web", Preconditions{}, Propagation(metav1.DeletePropagationForeground))
+	g.Expect(err).NotTo(HaveOccurred())
+	gone(g, s, deployments, "default", "web")
+	gone(g, s, replicaSets, "default", "kept")
+	idle(g, s)
+	g.Expect(exists(g, s, crBindings, "", "blocking").GetOwnerReferences()).To(HaveLen(1))
 }
 
 func TestAClusterScopedOwnerCollectsDependentsInEveryNamespace(t *testing.T) {
