@@ -112,6 +112,7 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 		Address:  m.opts.InMemoryWorkloadAddress,
 		Ports:    m.opts.InMemoryWorkloadPorts,
 		StateDir: m.opts.InMemoryWorkloadStateDir,
+		Limits:   m.opts.InMemoryWorkloadLimits,
 		Secrets:  mgr.GetAPIReader(),
 		Endpoints: func(ctx context.Context) ([]clusterv1.APIEndpoint, error) {
 			list := &v1alpha1.MonolithClusterList{}

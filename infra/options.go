@@ -3,11 +3,14 @@ package infra
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/docker"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 // Options are the infra module's settings. They configure the machine
@@ -38,6 +41,9 @@ type Options struct {
 	// of the process; empty keeps them in memory only. dev sets it under
 	// --data-dir (see KeepStateIn).
 	InMemoryWorkloadStateDir string
+	// InMemoryWorkloadLimits bound each inMemory cluster's workload API:
+	// objects, their bytes, open watches and requests in flight.
+	InMemoryWorkloadLimits store.Limits
 }
 
 // DefaultOptions returns the options the flags default to.
@@ -47,6 +53,12 @@ func DefaultOptions() Options {
 		DockerLoadBalancerHostIP:  docker.DefaultLoadBalancerHostIP,
 		InMemoryWorkloadAddress:   DefaultInMemoryWorkloadAddress,
 		InMemoryWorkloadPorts:     hosting.DefaultPortRange,
+		InMemoryWorkloadLimits: store.Limits{
+			MaxObjects:          store.DefaultMaxObjects,
+			MaxBytes:            store.DefaultMaxBytes,
+			MaxWatches:          store.DefaultMaxWatches,
+			MaxRequestsInFlight: store.DefaultMaxRequestsInFlight,
+		},
 	}
 }
 
@@ -71,7 +83,81 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
 		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
+	fs.Var(&minIntFlag{v: &o.InMemoryWorkloadLimits.MaxObjects, min: minWorkloadObjects}, "inmemory-workload-max-objects",
+		fmt.Sprintf("Objects each inMemory workload cluster may hold (at least %d); a create past it is 403 Forbidden (\"exceeded quota\"), as a ResourceQuota answers.", minWorkloadObjects))
+	fs.Var(&bytesFlag{v: &o.InMemoryWorkloadLimits.MaxBytes, min: minWorkloadBytes}, "inmemory-workload-max-bytes",
+		"Bytes (as JSON; a quantity such as 64Mi, at least 4Mi) the objects of each inMemory workload cluster may take together; a create or an update that grows them past it is 403 Forbidden (\"exceeded quota\"). One object is at most 1.5 MiB, as etcd takes.")
+	fs.Var(&minIntFlag{v: &o.InMemoryWorkloadLimits.MaxWatches, min: 1}, "inmemory-workload-max-watches",
+		"Watches each inMemory workload cluster may have open; one more is 429 TooManyRequests with Retry-After.")
+	fs.Var(&minIntFlag{v: &o.InMemoryWorkloadLimits.MaxRequestsInFlight, min: 1}, "inmemory-workload-max-requests-inflight",
+		"Requests other than watches each inMemory workload cluster may have served at once; one more is 429 TooManyRequests with Retry-After, so that one cluster's load never holds up another's.")
 }
+
+// Lower bounds of the workload limits: a cluster must hold what kubeadm
+// makes, and an object of the largest size.
+const (
+	minWorkloadObjects = 100
+	minWorkloadBytes   = 4 << 20
+)
+
+// minIntFlag is an integer flag refusing values below min when parsed.
+type minIntFlag struct {
+	v   *int
+	min int
+}
+
+func (f *minIntFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f *minIntFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	if n < f.min {
+		return fmt.Errorf("%d is below the minimum of %d", n, f.min)
+	}
+	*f.v = n
+	return nil
+}
+
+func (*minIntFlag) Type() string { return "int" }
+
+// bytesFlag is a size given as a Kubernetes quantity (64Mi, 100M, 1048576),
+// refusing values below min when parsed.
+type bytesFlag struct {
+	v   *int64
+	min int64
+}
+
+func (f *bytesFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return resource.NewQuantity(*f.v, resource.BinarySI).String()
+}
+
+func (f *bytesFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a quantity of bytes such as 64Mi: %w", s, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok {
+		return fmt.Errorf("%q is not a whole number of bytes", s)
+	}
+	if n < f.min {
+		return fmt.Errorf("%s is below the minimum of %s", s, resource.NewQuantity(f.min, resource.BinarySI))
+	}
+	*f.v = n
+	return nil
+}
+
+func (*bytesFlag) Type() string { return "quantity" }
 
 // workloadAddressFlag rejects an address clients cannot dial when the
 // flags are parsed.

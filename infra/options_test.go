@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/capi-monolith/capi-monolith/infra"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 // A bad --docker-management-cluster fails when the flags are parsed; empty
@@ -58,5 +59,41 @@ func TestInMemoryWorkloadFlags(t *testing.T) {
 	for _, bad := range []string{"0-10", "20-10", "1-70000", "a-b", "100-"} {
 		_, err = parse("--inmemory-workload-port-range=" + bad)
 		g.Expect(err).To(MatchError(ContainSubstring("invalid port range")), "range %q", bad)
+	}
+}
+
+// The workload limits have defaults and refuse bad values when parsed.
+func TestInMemoryWorkloadLimitFlags(t *testing.T) {
+	g := NewWithT(t)
+	parse := func(args ...string) (infra.Options, error) {
+		o := infra.DefaultOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.BindFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.InMemoryWorkloadLimits).To(Equal(store.Limits{
+		MaxObjects: store.DefaultMaxObjects, MaxBytes: store.DefaultMaxBytes,
+		MaxWatches: store.DefaultMaxWatches, MaxRequestsInFlight: store.DefaultMaxRequestsInFlight,
+	}))
+
+	o, err = parse("--inmemory-workload-max-objects=500", "--inmemory-workload-max-bytes=16Mi",
+		"--inmemory-workload-max-watches=20", "--inmemory-workload-max-requests-inflight=5")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.InMemoryWorkloadLimits).To(Equal(store.Limits{MaxObjects: 500, MaxBytes: 16 << 20, MaxWatches: 20, MaxRequestsInFlight: 5}))
+	_, err = parse("--inmemory-workload-max-bytes=20000000")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	for flag, bad := range map[string][]string{
+		"inmemory-workload-max-objects":           {"0", "-1", "99", "many", "1.5"},
+		"inmemory-workload-max-bytes":             {"0", "1Mi", "-64Mi", "lots", "0.5"},
+		"inmemory-workload-max-watches":           {"0", "-3", "x"},
+		"inmemory-workload-max-requests-inflight": {"0", "-1", "ten"},
+	} {
+		for _, v := range bad {
+			_, err = parse("--" + flag + "=" + v)
+			g.Expect(err).To(MatchError(ContainSubstring(flag)), "--%s=%s", flag, v)
+		}
 	}
 }

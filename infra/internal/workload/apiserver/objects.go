@@ -8,11 +8,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	pathvalidation "k8s.io/apimachinery/pkg/api/validation/path"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -277,8 +280,9 @@ func (h *Handler) update(w http.ResponseWriter, r *http.Request, req *request) {
 	writeJSON(w, http.StatusOK, out.Object)
 }
 
-// deleteOptions reads the optional DeleteOptions body.
-// dryRun may come in the body or the query, as kube-apiserver accepts.
+// deleteOptions reads the optional DeleteOptions body, or without one the
+// query's parameters (propagationPolicy, orphanDependents, ...), as
+// kube-apiserver does; dryRun may come in the query either way.
 func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	defer func() {
@@ -286,20 +290,57 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 			opts.DryRun = r.URL.Query()["dryRun"]
 		}
 	}()
-	if r.ContentLength == 0 {
-		return opts, nil
+	var body *unstructured.Unstructured
+	if r.ContentLength != 0 {
+		var err error
+		if body, err = decodeObject(r); err != nil {
+			return nil, err
+		}
 	}
-	body, err := decodeObject(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(body.Object) == 0 {
+	if body == nil || len(body.Object) == 0 {
+		if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
 		return opts, nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body.Object, opts); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("failed to decode the DeleteOptions: %v", err))
 	}
 	return opts, nil
+}
+
+// deleteWriteOptions validates DeleteOptions as kube-apiserver does (422
+// for a bad propagationPolicy, or one set with orphanDependents) and turns
+// them into the store's: the legacy orphanDependents is Orphan when true,
+// Background when false.
+func deleteWriteOptions(opts *metav1.DeleteOptions) ([]store.WriteOption, error) {
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	wo, err := dryRun(opts.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	//nolint:staticcheck // SA1019: the legacy option is still honoured, as kube-apiserver does.
+	switch orphan := opts.OrphanDependents; {
+	case opts.PropagationPolicy != nil:
+		wo = append(wo, store.Propagation(*opts.PropagationPolicy))
+	case orphan != nil && *orphan:
+		wo = append(wo, store.Propagation(metav1.DeletePropagationOrphan))
+	case orphan != nil:
+		wo = append(wo, store.Propagation(metav1.DeletePropagationBackground))
+	}
+	return wo, nil
+}
+
+// deleteCode is 202 Accepted for an object left in place by a request
+// with orphanDependents=false, as kube-apiserver answers, else 200.
+func deleteCode(opts *metav1.DeleteOptions, gone bool) int {
+	//nolint:staticcheck // SA1019: the legacy option decides the code.
+	if !gone && opts.OrphanDependents != nil && !*opts.OrphanDependents {
+		return http.StatusAccepted
+	}
+	return http.StatusOK
 }
 
 func preconditions(opts *metav1.DeleteOptions) store.Preconditions {
@@ -315,25 +356,27 @@ func preconditions(opts *metav1.DeleteOptions) store.Preconditions {
 	return pre
 }
 
-// delete deletes at once: there is no kubelet to wait for and no garbage
-// collector, so grace periods and propagation policies change nothing.
+// delete deletes as kube-apiserver does: the propagation policy decides
+// what the store's garbage collector does with the object's dependents
+// (Background: after it, Foreground: before it, Orphan: they stay); grace
+// periods change nothing, there is no kubelet to wait for.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	opts, err := deleteOptions(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	wo, err := dryRun(opts.DryRun)
+	wo, err := deleteWriteOptions(opts)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	obj, _, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...)
+	obj, gone, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, obj.Object)
+	writeJSON(w, deleteCode(opts, gone), obj.Object)
 }
 
 func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *request) {
@@ -342,7 +385,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 		writeError(w, err)
 		return
 	}
-	wo, err := dryRun(opts.DryRun)
+	wo, err := deleteWriteOptions(opts)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -234,6 +235,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.portForward(w, r, req)
 		return
 	}
+	// Long-running requests (watches, port-forwards) are bounded apart,
+	// as kube-apiserver exempts them from its in-flight limits.
+	if !isWatchRequest(r) {
+		done, err := req.store.StartRequest()
+		if err != nil {
+			writeLimitError(w, err)
+			return
+		}
+		defer done()
+	}
 	h.serveResource(w, r, req)
 }
 
@@ -282,9 +293,13 @@ func parseResourcePath(gv schema.GroupVersion, rest []string) (*request, error) 
 	return req, nil
 }
 
+func isWatchRequest(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return r.Method == http.MethodGet && (w == "true" || w == "1")
+}
+
 func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req *request) {
-	q := r.URL.Query()
-	isWatch := q.Get("watch") == "true" || q.Get("watch") == "1"
+	isWatch := isWatchRequest(r)
 	switch {
 	case r.Method == http.MethodGet && req.name == "" && isWatch:
 		h.watch(w, r, req)
@@ -307,6 +322,15 @@ func (h *Handler) serveResource(w http.ResponseWriter, r *http.Request, req *req
 	default:
 		writeError(w, methodNotAllowed(r.Method, r.URL.Path))
 	}
+}
+
+// writeLimitError answers a cluster's limit with its Retry-After header
+// set from the Status, as kube-apiserver's API Priority and Fairness does.
+func writeLimitError(w http.ResponseWriter, err error) {
+	if secs, ok := apierrors.SuggestsClientDelay(err); ok && apierrors.IsTooManyRequests(err) {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	writeError(w, err)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

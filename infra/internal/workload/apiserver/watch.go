@@ -57,7 +57,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 	}
 	wi, err := req.store.Watch(req.res.storeResource(), req.namespace, opts)
 	if err != nil && !apierrors.IsResourceExpired(err) {
-		writeError(w, err)
+		writeLimitError(w, err)
 		return
 	}
 	// No Content-Length: HTTP/1.1 streams it chunked, HTTP/2 as data frames.

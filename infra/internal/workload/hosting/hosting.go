@@ -103,6 +103,9 @@ type Options struct {
 	// restart of the process: a cluster served again on its recorded
 	// endpoint gets them back. Empty keeps them in memory only.
 	StateDir string
+	// Limits bound each cluster's store (store.Limits; zero fields take
+	// their defaults).
+	Limits store.Limits
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -123,8 +126,10 @@ type Recorded struct {
 type Hosting struct {
 	opts    Options
 	handler http.Handler
-	base    context.Context
-	stop    context.CancelFunc
+	// collector runs every cluster's garbage collection on a few goroutines.
+	collector *store.Collector
+	base      context.Context
+	stop      context.CancelFunc
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*Cluster
@@ -187,6 +192,7 @@ func New(opts Options) (*Hosting, error) {
 		next:     opts.Ports.First,
 	}
 	h.base, h.stop = context.WithCancel(context.Background())
+	h.collector = store.NewCollector(store.CollectorOptions{})
 	handlerOpts := opts.Handler
 	handlerOpts.StoreFor = h.storeFor
 	handlerOpts.PortForward = h.portForward
@@ -232,6 +238,8 @@ func (h *Hosting) shutdown() {
 	for _, key := range keys {
 		h.remove(key, true)
 	}
+	// Work left queued is finished from the journals after a restart.
+	h.collector.Stop()
 }
 
 // serveOwn serves the clusters of Options.Own that are not served yet on
@@ -429,7 +437,7 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 // earlier cluster of the same name left.
 func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store, *journal.Journal, error) {
 	if h.opts.StateDir == "" {
-		return store.New(store.Options{}), nil, nil
+		return store.New(h.storeOptions()), nil, nil
 	}
 	path := journal.Path(h.opts.StateDir, key.Namespace, key.Name)
 	if !resume {
@@ -444,7 +452,13 @@ func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store
 	if len(restored) > 0 {
 		h.opts.Log.Info("Restored the workload cluster's objects", "cluster", key.String(), "objects", len(restored))
 	}
-	return store.New(store.Options{Restored: restored, Journal: j}), j, nil
+	opts := h.storeOptions()
+	opts.Restored, opts.Journal = restored, j
+	return store.New(opts), j, nil
+}
+
+func (h *Hosting) storeOptions() store.Options {
+	return store.Options{Collector: h.collector, Limits: h.opts.Limits}
 }
 
 // Hosts reports whether endpoint is one this process serves clusters on

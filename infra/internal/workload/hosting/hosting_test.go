@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -372,4 +373,40 @@ func TestStateDirKeepsAClustersObjectsAcrossARestart(t *testing.T) {
 
 	h.Remove(key("a"))
 	g.Expect(journal.Path(dir, "ns", "a")).NotTo(BeAnExistingFile(), "a removed cluster's journal is removed")
+}
+
+// Every served cluster's store is bounded by Options.Limits and collects
+// its garbage on Hosting's collector.
+func TestServedClustersHaveTheirLimitsAndCollector(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	h, err := hosting.New(hosting.Options{
+		Address: netip.MustParseAddr("127.0.0.1"),
+		Ports:   freeRange(g, 1),
+		Secrets: fake.NewClientBuilder().Build(),
+		Limits:  store.Limits{MaxObjects: len(store.DefaultNamespaces) + 1},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.Serve(ctx, key("a"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer h.Remove(key("a"))
+	s := h.Cluster(key("a")).Store()
+
+	nodes := store.Resource{Resource: "nodes"}
+	owner := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "n"}}}
+	owner, err = s.Create(nodes, owner)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.Create(nodes, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "m"}}})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+
+	_, _, err = s.Delete(nodes, "", "n", store.Preconditions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "dep"}}}
+	dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n", UID: owner.GetUID()}})
+	_, err = s.Create(nodes, dep)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool {
+		_, err := s.Get(nodes, "", "dep")
+		return apierrors.IsNotFound(err)
+	}, 5*time.Second).Should(BeTrue(), "a dependent of a gone owner is collected")
 }

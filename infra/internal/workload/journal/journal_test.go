@@ -4,11 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -152,4 +156,49 @@ func TestDiscardRemovesTheFile(t *testing.T) {
 	_, s2 := open(g, path, 0)
 	_, err = s2.Get(configMaps, "default", "a")
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// Deletions the garbage collector had not finished when the process was
+// killed are finished by the restarted one: a foreground deletion waiting
+// for its dependents, an orphaning one, and the dependents of an owner
+// deleted in the background.
+func TestGarbageCollectionInterruptedByARestartIsFinished(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "ns", "c.journal")
+	// A collector that never runs: the process is killed before it does.
+	stopped := store.NewCollector(store.CollectorOptions{Workers: 1})
+	stopped.Stop()
+	j, restored, err := journal.Open(journal.Options{Path: path})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := store.New(store.Options{Restored: restored, Journal: j, Collector: stopped})
+
+	owned := func(name string, owner *unstructured.Unstructured) {
+		dep := configMap(name, "x")
+		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.GetName(), UID: owner.GetUID(), BlockOwnerDeletion: ptr.To(true)}})
+		_, err := s.Create(configMaps, dep)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground} {
+		owner, err := s.Create(configMaps, configMap(strings.ToLower(string(policy)), "x"))
+		g.Expect(err).NotTo(HaveOccurred())
+		owned(owner.GetName()+"-dep", owner)
+		_, _, err = s.Delete(configMaps, "default", owner.GetName(), store.Preconditions{}, store.Propagation(policy))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err = s.Get(configMaps, "default", "foreground")
+	g.Expect(err).NotTo(HaveOccurred(), "nothing was collected before the kill")
+	// Not closed: as after SIGKILL.
+
+	_, s2 := open(g, path, 0)
+	for _, name := range []string{"foreground-dep", "foreground", "orphan", "background-dep"} {
+		g.Eventually(func() bool {
+			_, err := s2.Get(configMaps, "default", name)
+			return apierrors.IsNotFound(err)
+		}, 5*time.Second).Should(BeTrue(), "%s is collected after the restart", name)
+	}
+	g.Eventually(func() []metav1.OwnerReference {
+		dep, err := s2.Get(configMaps, "default", "orphan-dep")
+		g.Expect(err).NotTo(HaveOccurred())
+		return dep.GetOwnerReferences()
+	}, 5*time.Second).Should(BeEmpty())
 }

@@ -13,8 +13,13 @@
 // (consistently, or 410 Gone when that is no longer possible), and keeps a
 // bounded history of changes so that a watch resumes from a resourceVersion
 // or, when that version has left the history, fails with 410 Gone (Expired)
-// as kube-apiserver's watch cache does. Every error is an apierrors
-// StatusError carrying the code a kube-apiserver would answer.
+// as kube-apiserver's watch cache does. It collects garbage by
+// ownerReferences as kube-controller-manager does (gc.go: background,
+// foreground and orphan propagation, asynchronous, on a Collector's
+// goroutines shared by every store), and bounds what one cluster may hold
+// and ask for (limits.go: object size, objects, bytes, watches, requests
+// in flight). Every error is an apierrors StatusError carrying the code a
+// kube-apiserver would answer.
 //
 // Objects handed out by Get and List are copies; objects in watch events are
 // shared with the store and must not be modified.

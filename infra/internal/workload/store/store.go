@@ -82,6 +82,12 @@ type Options struct {
 	// Journal receives every change, in order, under the store's lock: it
 	// keeps the store across restarts (package journal). Nil keeps nothing.
 	Journal Journal
+	// Collector runs the store's garbage collection (ownerReferences).
+	// Nil: one Collector shared by every store of the process.
+	Collector *Collector
+	// Limits bound what the cluster may hold and ask for; zero fields
+	// take their defaults.
+	Limits Limits
 }
 
 // Journal records a store's changes where they outlive the process.
@@ -128,6 +134,9 @@ type Store struct {
 	floor    uint64
 	watchers map[*watcher]struct{}
 	closed   bool
+
+	gc  gcState
+	lim limitState
 }
 
 // New returns a store holding opts.InitialNamespaces.
@@ -147,6 +156,7 @@ func New(opts Options) *Store {
 	if opts.InitialNamespaces == nil {
 		opts.InitialNamespaces = DefaultNamespaces
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	if opts.InitialResourceVersion == 0 {
 		opts.InitialResourceVersion = uint64(opts.Now().UnixMicro())
 	}
@@ -163,12 +173,19 @@ func New(opts Options) *Store {
 		perNamespace: map[string]int{},
 		watchers:     map[*watcher]struct{}{},
 	}
+	s.gc.init(opts.Collector)
+	s.mu.Lock()
 	for _, r := range opts.Restored {
 		s.objects[keyOf(r.Resource, r.Object.GetNamespace(), r.Object.GetName())] = r.Object
 		if r.Resource.Namespaced {
 			s.perNamespace[r.Object.GetNamespace()]++
 		}
+		s.lim.bytes += jsonSize(r.Object.Object)
 	}
+	// What a restart interrupted (a dependent whose owner went, an owner
+	// deleted in the foreground or orphaning) is queued again.
+	s.gcRestore(opts.Restored)
+	s.mu.Unlock()
 	for _, name := range opts.InitialNamespaces {
 		ns := &unstructured.Unstructured{}
 		ns.SetAPIVersion("v1")
@@ -243,6 +260,9 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...Writ
 	if _, exists := s.objects[k]; exists {
 		return nil, apierrors.NewAlreadyExists(res.GroupResource(), obj.GetName())
 	}
+	if err := validateGCMeta(obj); err != nil {
+		return nil, err
+	}
 
 	if res == Namespaces {
 		// What kube-apiserver's namespace registry sets on every namespace.
@@ -262,12 +282,16 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...Writ
 	obj.SetGeneration(1)
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetResourceVersion(strconv.FormatUint(s.rv+1, 10))
+	if err := s.admitLocked(res, obj, nil); err != nil {
+		return nil, err
+	}
 	if wo.dryRun {
 		// What would be stored, without the resourceVersion storing assigns.
+		obj.SetResourceVersion("")
 		return obj, nil
 	}
 	s.rv++
-	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	s.objects[k] = obj
 	if res.Namespaced {
 		s.perNamespace[obj.GetNamespace()]++
@@ -327,6 +351,9 @@ func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...Writ
 		}
 	}
 
+	if err := validateGCMeta(obj); err != nil {
+		return nil, err
+	}
 	obj.SetUID(old.GetUID())
 	obj.SetCreationTimestamp(old.GetCreationTimestamp())
 	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
@@ -338,19 +365,34 @@ func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...Writ
 	// An update that changes nothing is not a change: no new
 	// resourceVersion and no event, as in kube-apiserver.
 	obj.SetResourceVersion(old.GetResourceVersion())
-	if equality.Semantic.DeepEqual(old.Object, obj.Object) || wo.dryRun {
+	if equality.Semantic.DeepEqual(old.Object, obj.Object) {
 		return obj, nil
 	}
+	obj.SetResourceVersion(strconv.FormatUint(s.rv+1, 10))
+	if err := s.admitLocked(res, obj, old); err != nil {
+		return nil, err
+	}
+	if wo.dryRun {
+		obj.SetResourceVersion(old.GetResourceVersion())
+		return obj, nil
+	}
+	out, _ := s.replaceLocked(res, k, old, obj)
+	return out.DeepCopy(), nil
+}
 
+// replaceLocked stores obj in old's place at the next resourceVersion; an
+// object being deleted that nothing holds any more goes. It returns obj
+// and whether it is gone.
+func (s *Store) replaceLocked(res Resource, k key, old, obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
 	s.rv++
 	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 	if obj.GetDeletionTimestamp() != nil && s.removable(res, obj) {
 		s.remove(res, k, obj, old)
-		return obj.DeepCopy(), nil
+		return obj, true
 	}
 	s.objects[k] = obj
 	s.emit(event{typ: watch.Modified, res: res, obj: obj, prev: old, rv: s.rv})
-	return obj.DeepCopy(), nil
+	return obj, false
 }
 
 func withoutMetaAndStatus(obj *unstructured.Unstructured) map[string]any {
@@ -376,7 +418,9 @@ type Preconditions struct {
 // Delete deletes an object. An object with finalizers is only marked
 // (deletionTimestamp) and goes when its last finalizer is removed; a
 // namespace is marked Terminating, its content deleted, and goes when it is
-// empty. It returns the object's last state and whether it is gone.
+// empty. The Propagation option says what happens to its dependents (see
+// gc.go); deleting again what is being deleted only changes its GC
+// finalizer. It returns the object's last state and whether it is gone.
 func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, opts ...WriteOption) (*unstructured.Unstructured, bool, error) {
 	wo := writeOptions(opts)
 	s.mu.Lock()
@@ -397,6 +441,9 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 	}
 	if wo.dryRun {
 		obj := old.DeepCopy()
+		if fins, changed := gcFinalizers(obj.GetFinalizers(), wo.propagation); changed {
+			obj.SetFinalizers(fins)
+		}
 		if obj.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
 			obj.SetDeletionTimestamp(&now)
@@ -404,7 +451,7 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 		}
 		return obj, s.removable(res, obj) && res != Namespaces, nil
 	}
-	obj, gone := s.deleteLocked(res, k, old)
+	obj, gone := s.deleteLocked(res, k, old, wo.propagation)
 	return obj.DeepCopy(), gone, nil
 }
 
@@ -412,7 +459,8 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 type WriteOption func(*writeOpts)
 
 type writeOpts struct {
-	dryRun bool
+	dryRun      bool
+	propagation *metav1.DeletionPropagation
 }
 
 // DryRun makes a write check and compute everything and store nothing
@@ -429,10 +477,16 @@ func writeOptions(opts []WriteOption) writeOpts {
 	return o
 }
 
-func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
+// deleteLocked deletes (or marks) the stored object old; policy nil keeps
+// the GC finalizer it has.
+func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured, policy *metav1.DeletionPropagation) (*unstructured.Unstructured, bool) {
 	isNamespace := res == Namespaces
+	finalizers, changed := gcFinalizers(old.GetFinalizers(), policy)
 	if old.GetDeletionTimestamp() == nil {
 		obj := old.DeepCopy()
+		if changed {
+			obj.SetFinalizers(finalizers)
+		}
 		now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
 		obj.SetDeletionTimestamp(&now)
 		obj.SetDeletionGracePeriodSeconds(new(int64))
@@ -456,11 +510,18 @@ func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured
 		}
 		return obj, false
 	}
-	// Deleting again what is already being deleted changes nothing.
+	// Deleting again what is already being deleted changes only its GC
+	// finalizer, as kube-apiserver's registry does.
+	if changed {
+		obj := old.DeepCopy()
+		obj.SetFinalizers(finalizers)
+		return s.replaceLocked(res, k, old, obj)
+	}
 	return old, false
 }
 
-// deleteNamespaceContent deletes every object in the namespace, then the
+// deleteNamespaceContent deletes every object in the namespace, as the
+// namespace controller does (propagationPolicy Background), then the
 // namespace itself if nothing holds it.
 func (s *Store) deleteNamespaceContent(namespace string) {
 	var inside []key
@@ -470,9 +531,10 @@ func (s *Store) deleteNamespaceContent(namespace string) {
 		}
 	}
 	for _, k := range inside {
-		obj := s.objects[k]
 		res := Resource{Group: k.group, Resource: k.resource, Namespaced: true}
-		s.deleteLocked(res, k, obj)
+		if obj, ok := s.objects[k]; ok {
+			s.deleteLocked(res, k, obj, ptrTo(metav1.DeletePropagationBackground))
+		}
 	}
 	s.finishNamespace(namespace)
 }
@@ -603,6 +665,8 @@ func tooLarge(rv, current uint64) error {
 // emit records a change in the journal and the history, and hands it to
 // the watchers.
 func (s *Store) emit(e event) {
+	s.limitsObserve(e)
+	s.gcObserve(e)
 	if j := s.opts.Journal; j != nil {
 		if e.typ == watch.Deleted {
 			j.Delete(e.res, e.obj.GetNamespace(), e.obj.GetName(), e.rv)

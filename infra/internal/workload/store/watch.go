@@ -61,6 +61,10 @@ func (s *Store) Watch(res Resource, namespace string, opts WatchOptions) (watch.
 		s.mu.Unlock()
 		return nil, apierrors.NewServiceUnavailable("the cluster is going away")
 	}
+	if err := s.admitWatchLocked(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	initial := opts.ResourceVersion == "" || opts.ResourceVersion == "0"
 	since := s.rv
 	if !initial {
