@@ -197,11 +197,12 @@ func TestOpenAPIV3DescribesExactlyWhatIsServed(t *testing.T) {
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/nodes/{name}/status"))
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/namespaces/{namespace}/pods/{name}/eviction"))
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/pods"))
-			g.Expect(doc.Paths).NotTo(HaveKey("/api/v1/namespaces/{namespace}/services"))
-			g.Expect(doc.Paths).NotTo(HaveKey("/api/v1/namespaces/{namespace}/pods/{name}/log"))
+			g.Expect(doc.Paths).To(HaveKey("/api/v1/namespaces/{namespace}/services"))
+			g.Expect(doc.Paths).To(HaveKey("/api/v1/namespaces/{namespace}/pods/{name}/log"))
+			g.Expect(doc.Paths).To(HaveKey("/api/v1/namespaces/{namespace}/services/{name}/proxy/{path}"))
 			g.Expect(doc.Components.Schemas).To(HaveKey("io.k8s.api.core.v1.Taint"))
 			g.Expect(doc.Components.Schemas).To(HaveKey("io.k8s.api.policy.v1.Eviction"))
-			g.Expect(doc.Components.Schemas).NotTo(HaveKey("io.k8s.api.core.v1.Service"))
+			g.Expect(doc.Components.Schemas).To(HaveKey("io.k8s.api.core.v1.Service"))
 		}
 	}
 }

@@ -151,13 +151,16 @@ func TestPortForwardToAMissingPodIsNotFound(t *testing.T) {
 	}
 }
 
-func TestPortForwardIsNotServedWithoutAForwarder(t *testing.T) {
+// Without a forwarder, pods/portforward is answered as by a kube-apiserver
+// whose kubelet is unreachable (here: the pod has no node yet).
+func TestPortForwardWithoutAForwarderIsAnUnreachableKubelet(t *testing.T) {
 	g := NewWithT(t)
 	ts := startServer(t, store.Options{}, "c1")
 	createPod(t, ts, "kube-system", "etcd-cp-0")
 	err := clientset(t, ts, "c1").CoreV1().RESTClient().Post().
 		Resource("pods").Namespace("kube-system").Name("etcd-cp-0").SubResource("portforward").Do(context.Background()).Error()
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("pod etcd-cp-0 does not have a host assigned"))
 }
 
 // TestPortForwardReportsAConnectionItCannotMake dials as Cluster API's
