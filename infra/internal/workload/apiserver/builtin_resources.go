@@ -447,8 +447,12 @@ func (h *Handler) kubeletUnreachable(w http.ResponseWriter, r *http.Request, req
 	if port == 0 {
 		port = 10250
 	}
-	writeError(w, apierrors.NewInternalError(fmt.Errorf("error dialing backend: dial tcp %s: connect: connection refused",
-		net.JoinHostPort(host, strconv.Itoa(int(port))))))
+	// kube-apiserver answers a dial error as any error that is not a
+	// Status: 500 with no reason and the error as the message.
+	writeError(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+		Message: fmt.Sprintf("error dialing backend: dial tcp %s: connect: connection refused", net.JoinHostPort(host, strconv.Itoa(int(port)))),
+	}})
 }
 
 // componentStatuses answers as a kube-apiserver whose scheduler,

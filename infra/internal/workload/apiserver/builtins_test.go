@@ -149,7 +149,9 @@ func TestScaleSubresourcesSetReplicas(t *testing.T) {
 		s, err = scales.Scales("default").Update(ctx, c.gr, s, metav1.UpdateOptions{})
 		g.Expect(err).NotTo(HaveOccurred(), c.gr.String())
 		g.Expect(s.Spec.Replicas).To(Equal(int32(4)))
-		s, err = scales.Scales("default").Patch(ctx, c.gr.WithVersion(""), c.name, types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{})
+		gvr, err := mapper.ResourceFor(c.gr.WithVersion(""))
+		g.Expect(err).NotTo(HaveOccurred())
+		s, err = scales.Scales("default").Patch(ctx, gvr, c.name, types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{})
 		g.Expect(err).NotTo(HaveOccurred(), c.gr.String())
 		g.Expect(s.Spec.Replicas).To(Equal(int32(5)))
 	}
@@ -197,7 +199,7 @@ func TestPodSubresources(t *testing.T) {
 	logs, err := cs.CoreV1().Pods("default").GetLogs("a", &corev1.PodLogOptions{}).DoRaw(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(logs).To(BeEmpty())
-	_, err = cs.CoreV1().Pods("default").GetLogs("two", &corev1.PodLogOptions{}).DoRaw(ctx)
+	_, err = cs.CoreV1().Pods("default").GetLogs("two", &corev1.PodLogOptions{}).Stream(ctx)
 	g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("a container name must be specified for pod two, choose one of: [c sidecar]"))
 

@@ -217,7 +217,7 @@ func TestKubectlAuthCanIAndWhoAmI(t *testing.T) {
 	g.Expect(out).To(MatchRegexp(`Username\s+kubernetes-admin`))
 	g.Expect(out).To(MatchRegexp(`Groups\s+\[system:masters system:authenticated\]`))
 
-	out, err = kubectl("auth", "can-i", "delete", "nodes")
+	out, err = kubectl("auth", "can-i", "delete", "nodes", "--all-namespaces")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(strings.TrimSpace(out)).To(Equal("yes"))
 	out, err = kubectl("auth", "can-i", "--list", "-n", "default")

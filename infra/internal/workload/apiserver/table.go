@@ -145,8 +145,12 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 		column("Status", jobStatus)
 		column("Completions", func(u *unstructured.Unstructured) any {
 			completions, ok, _ := unstructured.NestedInt64(u.Object, "spec", "completions")
-			if !ok {
-				return fmt.Sprintf("%d/1 of %d", int64At(u, "status", "succeeded"), int64At(u, "spec", "parallelism"))
+			parallelism, parallel, _ := unstructured.NestedInt64(u.Object, "spec", "parallelism")
+			switch {
+			case !ok && parallel:
+				return fmt.Sprintf("%d/1 of %d", int64At(u, "status", "succeeded"), parallelism)
+			case !ok:
+				completions = 1 // kube-apiserver's default
 			}
 			return fmt.Sprintf("%d/%d", int64At(u, "status", "succeeded"), completions)
 		})
@@ -156,8 +160,10 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 		column("Schedule", func(u *unstructured.Unstructured) any { return stringAt(u, "spec", "schedule") })
 		column("Timezone", func(u *unstructured.Unstructured) any { return stringOr(stringAt(u, "spec", "timeZone"), "<none>") })
 		column("Suspend", func(u *unstructured.Unstructured) any {
-			suspend, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend")
-			return fmt.Sprint(suspend)
+			if suspend, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspend {
+				return "True"
+			}
+			return "False"
 		})
 		column("Active", func(u *unstructured.Unstructured) any {
 			active, _, _ := unstructured.NestedSlice(u.Object, "status", "active")
