@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -274,4 +275,40 @@ func TestComponentStatusesAndVerbs(t *testing.T) {
 	g.Expect(rawStatus(g, rc, http.MethodGet, "/api/v1/namespaces/default/bindings/x", "", "").Code).To(BeEquivalentTo(http.StatusNotFound))
 	g.Expect(rawStatus(g, rc, http.MethodDelete, "/apis/apps/v1/namespaces/default/deployments/x/scale", "", "").Code).To(BeEquivalentTo(http.StatusMethodNotAllowed))
 	g.Expect(rawStatus(g, rc, http.MethodGet, "/apis/authentication.k8s.io/v1/tokenreviews?watch=true", "", "").Code).To(BeEquivalentTo(http.StatusMethodNotAllowed))
+}
+
+func TestSubresourcesWriteOnlyTheirFields(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cs := clientset(t, ts, "c1")
+	ctx := context.Background()
+
+	// namespaces/finalize writes spec.finalizers; an update of the
+	// Namespace keeps them.
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"},
+		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}}}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	ns.Spec.Finalizers = nil
+	ns.Labels = map[string]string{"updated": "yes"}
+	ns, err = cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ns.Spec.Finalizers).To(ConsistOf(corev1.FinalizerKubernetes), "an update keeps the finalizers")
+	g.Expect(ns.Labels).To(HaveKeyWithValue("updated", "yes"))
+	ns.Spec.Finalizers = nil
+	ns.Labels = nil
+	ns, err = cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ns.Spec.Finalizers).To(BeEmpty())
+	g.Expect(ns.Labels).To(HaveKeyWithValue("updated", "yes"), "finalize keeps the rest")
+
+	// pods/resize writes the containers' resources only.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: podTemplate("p").Spec}
+	pod, err = cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: apiresource.MustParse("250m")}
+	pod.Spec.Containers[0].Image = "other"
+	pod, err = cs.CoreV1().Pods("default").UpdateResize(ctx, "p", pod, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pod.Spec.Containers[0].Resources.Requests.Cpu().String()).To(Equal("250m"))
+	g.Expect(pod.Spec.Containers[0].Image).To(Equal("i"))
 }
