@@ -32,7 +32,8 @@ func wantsAggregated(r *http.Request) bool {
 }
 
 // aggregatedDiscovery is the document of the core group (legacy) or of the
-// named groups.
+// named groups: one entry per group, its versions in discovery's order
+// (the preferred first).
 func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
@@ -51,27 +52,27 @@ func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
 				scope = apidiscoveryv2.ScopeNamespace
 			}
 			d := apidiscoveryv2.APIResourceDiscovery{
-				Resource: r.name, SingularResource: r.singular, Scope: scope, Verbs: allVerbs,
+				Resource: r.name, SingularResource: r.singular, Scope: scope, Verbs: r.allowedVerbs(),
 				ShortNames: r.shortNames, Categories: r.categories,
 				ResponseKind: &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.kind},
 			}
-			if r.status {
-				d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-					Subresource:  "status",
-					ResponseKind: &metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.kind},
-					Verbs:        []string{"get", "patch", "update"},
-				})
+			if r.builtin {
+				d.ResponseKind = &metav1.GroupVersionKind{Kind: r.kind}
 			}
-			if r.eviction {
+			for _, s := range r.subresourceList() {
 				d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-					Subresource:  "eviction",
-					ResponseKind: &metav1.GroupVersionKind{Group: policyV1.Group, Version: policyV1.Version, Kind: "Eviction"},
-					Verbs:        []string{"create"},
+					Subresource:  s.name,
+					ResponseKind: &metav1.GroupVersionKind{Group: s.kind.Group, Version: s.kind.Version, Kind: s.kind.Kind},
+					Verbs:        s.verbs,
 				})
 			}
 			version.Resources = append(version.Resources, d)
 		}
-		// One version per group is served, so each group has one entry.
+		n := len(list.Items)
+		if n > 0 && list.Items[n-1].Name == gv.Group {
+			list.Items[n-1].Versions = append(list.Items[n-1].Versions, version)
+			continue
+		}
 		list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{
 			ObjectMeta: metav1.ObjectMeta{Name: gv.Group},
 			Versions:   []apidiscoveryv2.APIVersionDiscovery{version},

@@ -1,11 +1,13 @@
 // Package apiserver serves a workload cluster's Kubernetes API over HTTP from
 // its store: discovery (aggregated and per group version), OpenAPI v2 and
-// v3 (a source's documents filtered to what is served), get, list, watch,
-// create, update, patch and delete for the kinds Cluster API's controllers
-// and kubectl use, with kube-apiserver's semantics (resourceVersion,
-// selectors, pagination, watch resume and 410 Gone, merge, strategic-merge,
-// JSON and server-side apply patches with managedFields, dry runs, status
-// and eviction subresources) and every error a metav1.Status.
+// v3 (a source's documents filtered to what is served), and every built-in
+// resource of kube-apiserver (the table generated from its discovery, with
+// its verbs and subresources) with kube-apiserver's semantics
+// (resourceVersion, selectors, pagination, watch resume and 410 Gone,
+// merge, strategic-merge, JSON and server-side apply patches with
+// managedFields, dry runs, status, scale, binding and eviction
+// subresources, access and token reviews answered from the cluster's RBAC
+// objects) and every error a metav1.Status.
 //
 // One Handler serves any number of clusters: Options.StoreFor picks the
 // cluster's store for each request. Clusters is such a resolver for one

@@ -28,16 +28,8 @@ import (
 // checked), managedFields for the manager, and the defaults
 // kube-apiserver sets on create.
 func (h *Handler) finish(req *request, manager string, live, next *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if live != nil && req.res.status {
-		if req.subresource == "status" {
-			// A status write changes only the status.
-			merged := live.DeepCopy()
-			copyField(merged, next, "status")
-			merged.SetResourceVersion(next.GetResourceVersion())
-			next = merged
-		} else {
-			copyField(next, live, "status")
-		}
+	if live != nil {
+		next = keepSubresourceFields(req, live, next)
 	}
 	nextTyped, err := typed(req.res, next)
 	if err != nil {
@@ -63,15 +55,6 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 		defaultOnCreate(req.res, out)
 	}
 	return out, nil
-}
-
-// copyField sets dst's top-level field to src's (removing it when src has none).
-func copyField(dst, src *unstructured.Unstructured, name string) {
-	if v, ok := src.Object[name]; ok {
-		dst.Object[name] = runtime.DeepCopyJSONValue(v)
-	} else {
-		delete(dst.Object, name)
-	}
 }
 
 // defaultOnCreate sets what kube-apiserver's registry sets on new objects

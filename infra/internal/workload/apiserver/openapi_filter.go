@@ -24,10 +24,11 @@ func openAPIGroupVersionPath(gv schema.GroupVersion) string {
 
 // servedOpenAPIPaths are the served paths as kube-apiserver's OpenAPI
 // names them, each with the v3 document that holds it ("" for the
-// discovery roots, which only the v2 document holds). The legacy
-// /watch/ paths, and subresources the Handler does not serve (logs, exec,
-// binding, scale, finalize, proxy, portforward: discovery does not list
-// it), are left out.
+// discovery roots, which only the v2 document holds): every resource's
+// collection and object paths and every subresource discovery lists
+// (proxies with and without a path after them). Paths kube-apiserver's
+// document does not have (the object path of a create-only resource) match
+// nothing; the legacy /watch/ paths are left out.
 var servedOpenAPIPaths = func() map[string]string {
 	paths := map[string]string{"/api/": "", "/apis/": "", "/version/": ""}
 	for _, gv := range groupVersions {
@@ -47,11 +48,11 @@ var servedOpenAPIPaths = func() map[string]string {
 		}
 		item := collection + "/{name}"
 		paths[item] = doc
-		if r.status {
-			paths[item+"/status"] = doc
-		}
-		if r.eviction {
-			paths[item+"/eviction"] = doc
+		for _, s := range r.subresourceList() {
+			paths[item+"/"+s.name] = doc
+			if s.name == "proxy" {
+				paths[item+"/proxy/{path}"] = doc
+			}
 		}
 	}
 	return paths

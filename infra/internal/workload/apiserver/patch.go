@@ -286,16 +286,9 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 			writeJSON(w, http.StatusCreated, created.Object)
 			return
 		}
-		if req.res.status {
-			if req.subresource == "status" {
-				merged := live.DeepCopy()
-				copyField(merged, next, "status")
-				merged.SetManagedFields(next.GetManagedFields())
-				next = merged
-			} else {
-				copyField(next, live, "status")
-			}
-		}
+		managed := next.GetManagedFields()
+		next = keepSubresourceFields(req, live, next)
+		next.SetManagedFields(managed)
 		conditional := applied.GetResourceVersion() != ""
 		if !conditional {
 			next.SetResourceVersion(live.GetResourceVersion())

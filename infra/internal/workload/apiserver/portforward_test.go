@@ -151,13 +151,25 @@ func TestPortForwardToAMissingPodIsNotFound(t *testing.T) {
 	}
 }
 
-func TestPortForwardIsNotServedWithoutAForwarder(t *testing.T) {
+// Without a forwarder, pods/portforward is answered as by a kube-apiserver
+// whose kubelet is unreachable.
+func TestPortForwardWithoutAForwarderIsAnUnreachableKubelet(t *testing.T) {
 	g := NewWithT(t)
 	ts := startServer(t, store.Options{}, "c1")
 	createPod(t, ts, "kube-system", "etcd-cp-0")
-	err := clientset(t, ts, "c1").CoreV1().RESTClient().Post().
+	cs := clientset(t, ts, "c1")
+	_, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "cp-0"},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}}},
+	}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	err = cs.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace("kube-system").Name("etcd-cp-0").SubResource("portforward").Do(context.Background()).Error()
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	var status apierrors.APIStatus
+	g.Expect(err).To(BeAssignableToTypeOf(&apierrors.StatusError{}))
+	status = err.(*apierrors.StatusError)
+	g.Expect(status.Status().Code).To(BeEquivalentTo(http.StatusInternalServerError))
+	g.Expect(err.Error()).To(Equal("error dialing backend: dial tcp 10.0.0.2:10250: connect: connection refused"))
 }
 
 // TestPortForwardReportsAConnectionItCannotMake dials as Cluster API's

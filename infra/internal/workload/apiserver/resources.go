@@ -18,6 +18,15 @@ type resource struct {
 	namespaced bool
 	shortNames []string
 	categories []string
+	// verbs are the verbs discovery lists and the Handler serves; nil
+	// means allVerbs.
+	verbs []string
+	// storageVersionHash is what kube-apiserver's discovery says of the
+	// resource's storage version ("" for resources it does not store).
+	storageVersionHash string
+	// subresources are what discovery lists; nil means the ones the
+	// status and eviction fields say.
+	subresources []subresource
 	// status says the resource has a status subresource: updates of the
 	// main resource keep the stored status, updates of status keep the rest.
 	status bool
@@ -26,56 +35,111 @@ type resource struct {
 	// portForward says the resource has the portforward subresource
 	// (pods), served when Options.PortForward is set.
 	portForward bool
+	// storeAs is the name the store keeps the resource's objects under
+	// when it is not the resource's name: a group resource served in
+	// more than one version keeps the objects of the versions after the
+	// preferred one apart (there is no conversion between versions).
+	storeAs string
+	// builtin says the resource is one of kube-apiserver's own, whose
+	// aggregated discovery names a response kind without group and version.
+	builtin bool
+}
+
+// subresource is one subresource as discovery lists it.
+type subresource struct {
+	name string
+	// kind is what requests and responses of the subresource carry
+	// (autoscaling/v1 Scale for scale, the resource's own kind for status).
+	kind  schema.GroupVersionKind
+	verbs []string
 }
 
 func (r *resource) gvk() schema.GroupVersionKind { return r.gv.WithKind(r.kind) }
 
 func (r *resource) storeResource() store.Resource {
-	return store.Resource{Group: r.gv.Group, Resource: r.name, Namespaced: r.namespaced}
+	name := r.name
+	if r.storeAs != "" {
+		name = r.storeAs
+	}
+	return store.Resource{Group: r.gv.Group, Resource: name, Namespaced: r.namespaced}
+}
+
+// allowedVerbs are the resource's verbs.
+func (r *resource) allowedVerbs() []string {
+	if r.verbs == nil {
+		return allVerbs
+	}
+	return r.verbs
+}
+
+// subresourceList is what discovery lists of the resource's subresources.
+func (r *resource) subresourceList() []subresource {
+	if r.subresources != nil {
+		return r.subresources
+	}
+	var out []subresource
+	if r.status {
+		out = append(out, subresource{name: "status", kind: r.gvk(), verbs: []string{"get", "patch", "update"}})
+	}
+	if r.eviction {
+		out = append(out, subresource{name: "eviction", kind: policyV1.WithKind("Eviction"), verbs: []string{"create"}})
+	}
+	return out
+}
+
+// subresource returns the named subresource, or nil.
+func (r *resource) subresource(name string) *subresource {
+	for _, s := range r.subresourceList() {
+		if s.name == name {
+			return &s
+		}
+	}
+	return nil
 }
 
 var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
 var (
-	coreV1    = schema.GroupVersion{Version: "v1"}
-	appsV1    = schema.GroupVersion{Group: "apps", Version: "v1"}
-	rbacV1    = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
-	coordV1   = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
-	eventsV1  = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
-	policyV1  = schema.GroupVersion{Group: "policy", Version: "v1"}
-	storageV1 = schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
+	coreV1        = schema.GroupVersion{Version: "v1"}
+	appsV1        = schema.GroupVersion{Group: "apps", Version: "v1"}
+	rbacV1        = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
+	coordV1       = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	eventsV1      = schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
+	policyV1      = schema.GroupVersion{Group: "policy", Version: "v1"}
+	storageV1     = schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
+	autoscalingV1 = schema.GroupVersion{Group: "autoscaling", Version: "v1"}
+	authnV1       = schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1"}
+	authzV1       = schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}
 )
 
-// resources is everything served. Core and events.k8s.io Events are stored
-// apart (a real cluster serves one storage in both shapes).
-// PodDisruptionBudgets are honoured by evictions; nothing computes their
-// status (no disruption controller), so whoever creates one sets it.
-// Volumes are served because Cluster API's machine deletion lists
-// VolumeAttachments (and reads PersistentVolumes and their claims) while it
-// waits for a drained node's volumes to detach; nothing attaches any.
-var resources = []*resource{
-	{gv: coreV1, name: "namespaces", singular: "namespace", kind: "Namespace", shortNames: []string{"ns"}, status: true},
-	{gv: coreV1, name: "nodes", singular: "node", kind: "Node", shortNames: []string{"no"}, status: true},
-	{gv: coreV1, name: "pods", singular: "pod", kind: "Pod", namespaced: true, shortNames: []string{"po"}, categories: []string{"all"}, status: true, eviction: true, portForward: true},
-	{gv: coreV1, name: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, shortNames: []string{"cm"}},
-	{gv: coreV1, name: "secrets", singular: "secret", kind: "Secret", namespaced: true},
-	{gv: coreV1, name: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, shortNames: []string{"sa"}},
-	{gv: coreV1, name: "events", singular: "event", kind: "Event", namespaced: true, shortNames: []string{"ev"}},
-	{gv: appsV1, name: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, shortNames: []string{"deploy"}, categories: []string{"all"}, status: true},
-	{gv: appsV1, name: "daemonsets", singular: "daemonset", kind: "DaemonSet", namespaced: true, shortNames: []string{"ds"}, categories: []string{"all"}, status: true},
-	{gv: rbacV1, name: "roles", singular: "role", kind: "Role", namespaced: true},
-	{gv: rbacV1, name: "rolebindings", singular: "rolebinding", kind: "RoleBinding", namespaced: true},
-	{gv: rbacV1, name: "clusterroles", singular: "clusterrole", kind: "ClusterRole"},
-	{gv: rbacV1, name: "clusterrolebindings", singular: "clusterrolebinding", kind: "ClusterRoleBinding"},
-	{gv: coordV1, name: "leases", singular: "lease", kind: "Lease", namespaced: true},
-	{gv: eventsV1, name: "events", singular: "event", kind: "Event", namespaced: true, shortNames: []string{"ev"}},
-	{gv: policyV1, name: "poddisruptionbudgets", singular: "poddisruptionbudget", kind: "PodDisruptionBudget", namespaced: true, shortNames: []string{"pdb"}, status: true},
-	{gv: coreV1, name: "persistentvolumes", singular: "persistentvolume", kind: "PersistentVolume", shortNames: []string{"pv"}, status: true},
-	{gv: coreV1, name: "persistentvolumeclaims", singular: "persistentvolumeclaim", kind: "PersistentVolumeClaim", namespaced: true, shortNames: []string{"pvc"}, status: true},
-	{gv: storageV1, name: "volumeattachments", singular: "volumeattachment", kind: "VolumeAttachment", status: true},
+// resources is everything served: kube-apiserver's built-in resources
+// (builtinResources, generated from its discovery; what each does beyond
+// storing objects is in builtin_resources.go). Core and events.k8s.io
+// Events are stored apart (a real cluster serves one storage in both
+// shapes). PodDisruptionBudgets are honoured by evictions; nothing
+// computes their status (no disruption controller), so whoever creates one
+// sets it.
+var resources = builtinResources
+
+func init() {
+	for _, r := range builtinResources {
+		r.builtin = true
+	}
+	preferred := map[schema.GroupResource]bool{}
+	for _, r := range resources {
+		gr := schema.GroupResource{Group: r.gv.Group, Resource: r.name}
+		if preferred[gr] {
+			r.storeAs = r.name + "." + r.gv.Version
+		}
+		preferred[gr] = true
+		r.status = r.subresource("status") != nil
+		r.eviction = r.subresource("eviction") != nil
+		r.portForward = r.subresource("portforward") != nil
+	}
 }
 
-// groupVersions in the order discovery lists them (core first).
+// groupVersions in the order discovery lists them (core first, then by
+// group priority, each group's preferred version first).
 var groupVersions = func() []schema.GroupVersion {
 	var out []schema.GroupVersion
 	for _, r := range resources {
@@ -111,19 +175,17 @@ func resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: r.name, SingularName: r.singular, Namespaced: r.namespaced, Kind: r.kind,
-			Verbs: allVerbs, ShortNames: r.shortNames, Categories: r.categories,
+			Verbs: r.allowedVerbs(), ShortNames: r.shortNames, Categories: r.categories,
+			StorageVersionHash: r.storageVersionHash,
 		})
-		if r.status {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.name + "/status", Namespaced: r.namespaced, Kind: r.kind,
-				Verbs: metav1.Verbs{"get", "patch", "update"},
-			})
-		}
-		if r.eviction {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.name + "/eviction", Namespaced: r.namespaced, Group: policyV1.Group, Version: policyV1.Version,
-				Kind: "Eviction", Verbs: metav1.Verbs{"create"},
-			})
+		for _, s := range r.subresourceList() {
+			sub := metav1.APIResource{Name: r.name + "/" + s.name, Namespaced: r.namespaced, Kind: s.kind.Kind, Verbs: s.verbs}
+			// As kube-apiserver: the group and version only when they are
+			// not the resource's own.
+			if s.kind.GroupVersion() != gv {
+				sub.Group, sub.Version = s.kind.Group, s.kind.Version
+			}
+			list.APIResources = append(list.APIResources, sub)
 		}
 	}
 	return list

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +40,8 @@ type Options struct {
 	// PortForward connects pods/portforward streams to a pod's port (what
 	// the kubelet does); kubectl port-forward, client-go's
 	// tools/portforward and Cluster API's KubeadmControlPlane (its etcd
-	// client) use it. Nil: pods/portforward is not served (404).
+	// client) use it. Nil: pods/portforward is answered as by a
+	// kube-apiserver whose kubelet is unreachable.
 	PortForward PortForwardFunc
 	// OpenAPI is where /openapi/v2 and /openapi/v3 come from, filtered to
 	// what is served, read when first asked for and kept; while reading
@@ -58,6 +60,9 @@ type Handler struct {
 
 	// openAPI is nil without Options.OpenAPI.
 	openAPI *openAPI
+
+	// tokenKey signs the service account tokens the Handler issues.
+	tokenKey []byte
 }
 
 var _ http.Handler = &Handler{}
@@ -81,6 +86,10 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.OpenAPI != nil {
 		h.openAPI = newOpenAPI(opts.OpenAPI)
+	}
+	h.tokenKey = make([]byte, 32)
+	if _, err := rand.Read(h.tokenKey); err != nil {
+		return nil, fmt.Errorf("apiserver: failed to make the token signing key: %w", err)
 	}
 	return h, nil
 }
@@ -222,8 +231,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	req, err := parseResourcePath(gv, rest)
-	if err != nil || req.subresource == "portforward" && h.opts.PortForward == nil {
+	if err != nil {
 		writeError(w, notFoundPath(r.URL.Path))
+		return
+	}
+	if err := checkVerb(r, req); err != nil {
+		writeError(w, err)
 		return
 	}
 	req.store, err = h.opts.StoreFor(r)
@@ -231,8 +244,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.subresource == "portforward" {
-		h.portForward(w, r, req)
+	if h.serveBuiltin(w, r, req) {
 		return
 	}
 	// Long-running requests (watches, port-forwards) are bounded apart,
@@ -270,25 +282,17 @@ func parseResourcePath(gv schema.GroupVersion, rest []string) (*request, error) 
 	if len(rest) > 0 {
 		req.subresource, rest = rest[0], rest[1:]
 	}
-	if len(rest) > 0 {
+	// Proxies take a path after the subresource.
+	if len(rest) > 0 && req.subresource != "proxy" {
 		return nil, errors.New("path too long")
 	}
-	switch req.subresource {
-	case "":
-	case "status":
-		if !req.res.status {
+	if req.subresource != "" {
+		if req.res.subresource(req.subresource) == nil {
 			return nil, errors.New("no such subresource")
 		}
-	case "eviction":
-		if !req.res.eviction {
-			return nil, errors.New("no such subresource")
+		if req.res.namespaced && req.namespace == "" {
+			return nil, errors.New("no namespace")
 		}
-	case "portforward":
-		if !req.res.portForward || req.namespace == "" || req.name == "" {
-			return nil, errors.New("no such subresource")
-		}
-	default:
-		return nil, errors.New("no such subresource")
 	}
 	return req, nil
 }

@@ -50,7 +50,9 @@ func partialObjectMetadata(u *unstructured.Unstructured) map[string]any {
 
 // table is the meta.k8s.io/v1 Table kubectl get prints: NAME and AGE for
 // every kind, and kube-apiserver's columns for Nodes, Pods, Namespaces,
-// Deployments, DaemonSets and core Events.
+// core Events, ComponentStatuses and the kinds of `kubectl get all`
+// (Services, Deployments, DaemonSets, ReplicaSets, StatefulSets,
+// ReplicationControllers, Jobs, CronJobs, HorizontalPodAutoscalers).
 func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1.Table {
 	var cells []func(*unstructured.Unstructured) any
 	t := &metav1.Table{
@@ -123,6 +125,81 @@ func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1
 			return strings.ToLower(stringAt(u, "involvedObject", "kind")) + "/" + stringAt(u, "involvedObject", "name")
 		})
 		column("Message", func(u *unstructured.Unstructured) any { return stringAt(u, "message") })
+	case res.gv == coreV1 && res.name == "services":
+		column("Type", func(u *unstructured.Unstructured) any { return stringOr(stringAt(u, "spec", "type"), "ClusterIP") })
+		column("Cluster-IP", func(u *unstructured.Unstructured) any { return stringOr(stringAt(u, "spec", "clusterIP"), "<none>") })
+		column("External-IP", serviceExternalIP)
+		column("Port(s)", servicePorts)
+		column("Age", age)
+	case res.gv == appsV1 && res.name == "replicasets", res.gv == coreV1 && res.name == "replicationcontrollers":
+		column("Desired", func(u *unstructured.Unstructured) any { return replicas(u) })
+		column("Current", func(u *unstructured.Unstructured) any { return int64At(u, "status", "replicas") })
+		column("Ready", func(u *unstructured.Unstructured) any { return int64At(u, "status", "readyReplicas") })
+		column("Age", age)
+	case res.gv == appsV1 && res.name == "statefulsets":
+		column("Ready", func(u *unstructured.Unstructured) any {
+			return fmt.Sprintf("%d/%d", int64At(u, "status", "readyReplicas"), replicas(u))
+		})
+		column("Age", age)
+	case res.gv.Group == "batch" && res.name == "jobs":
+		column("Status", jobStatus)
+		column("Completions", func(u *unstructured.Unstructured) any {
+			completions, ok, _ := unstructured.NestedInt64(u.Object, "spec", "completions")
+			parallelism, parallel, _ := unstructured.NestedInt64(u.Object, "spec", "parallelism")
+			switch {
+			case !ok && parallel:
+				return fmt.Sprintf("%d/1 of %d", int64At(u, "status", "succeeded"), parallelism)
+			case !ok:
+				completions = 1 // kube-apiserver's default
+			}
+			return fmt.Sprintf("%d/%d", int64At(u, "status", "succeeded"), completions)
+		})
+		column("Duration", jobDuration)
+		column("Age", age)
+	case res.gv.Group == "batch" && res.name == "cronjobs":
+		column("Schedule", func(u *unstructured.Unstructured) any { return stringAt(u, "spec", "schedule") })
+		column("Timezone", func(u *unstructured.Unstructured) any { return stringOr(stringAt(u, "spec", "timeZone"), "<none>") })
+		column("Suspend", func(u *unstructured.Unstructured) any {
+			if suspend, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); suspend {
+				return "True"
+			}
+			return "False"
+		})
+		column("Active", func(u *unstructured.Unstructured) any {
+			active, _, _ := unstructured.NestedSlice(u.Object, "status", "active")
+			return int64(len(active))
+		})
+		column("Last Schedule", func(u *unstructured.Unstructured) any { return since(stringAt(u, "status", "lastScheduleTime")) })
+		column("Age", age)
+	case res.gv.Group == "autoscaling" && res.name == "horizontalpodautoscalers":
+		column("Reference", func(u *unstructured.Unstructured) any {
+			return stringAt(u, "spec", "scaleTargetRef", "kind") + "/" + stringAt(u, "spec", "scaleTargetRef", "name")
+		})
+		column("Targets", func(*unstructured.Unstructured) any { return "<unknown>" })
+		column("MinPods", func(u *unstructured.Unstructured) any {
+			if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "minReplicas"); ok {
+				return v
+			}
+			return int64(1)
+		})
+		column("MaxPods", func(u *unstructured.Unstructured) any { return int64At(u, "spec", "maxReplicas") })
+		column("Replicas", func(u *unstructured.Unstructured) any { return int64At(u, "status", "currentReplicas") })
+		column("Age", age)
+	case res.gv == coreV1 && res.name == "componentstatuses":
+		column("Status", func(u *unstructured.Unstructured) any {
+			conditions, _, _ := unstructured.NestedSlice(u.Object, "conditions")
+			for _, c := range conditions {
+				if m, _ := c.(map[string]any); m != nil && m["type"] == "Healthy" {
+					if m["status"] == "True" {
+						return "Healthy"
+					}
+					return "Unhealthy"
+				}
+			}
+			return "Unknown"
+		})
+		column("Message", func(u *unstructured.Unstructured) any { return conditionField(u, "message") })
+		column("Error", func(u *unstructured.Unstructured) any { return conditionField(u, "error") })
 	default:
 		column("Age", age)
 	}
@@ -219,4 +296,127 @@ func int64At(u *unstructured.Unstructured, path ...string) int64 {
 func stringAt(u *unstructured.Unstructured, path ...string) string {
 	v, _, _ := unstructured.NestedString(u.Object, path...)
 	return v
+}
+
+func stringOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
+
+// replicas is spec.replicas, 1 (kube-apiserver's default) when unset.
+func replicas(u *unstructured.Unstructured) int64 {
+	if v, ok, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); ok {
+		return v
+	}
+	return 1
+}
+
+// since is the age of an RFC 3339 time, <none> without one.
+func since(ts string) string {
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return "<none>"
+	}
+	return duration.HumanDuration(time.Since(t))
+}
+
+func serviceExternalIP(u *unstructured.Unstructured) any {
+	var ips []string
+	ingress, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
+	for _, i := range ingress {
+		if m, _ := i.(map[string]any); m != nil {
+			for _, k := range []string{"ip", "hostname"} {
+				if v, _ := m[k].(string); v != "" {
+					ips = append(ips, v)
+					break
+				}
+			}
+		}
+	}
+	external, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "externalIPs")
+	ips = append(ips, external...)
+	switch stringAt(u, "spec", "type") {
+	case "ExternalName":
+		return stringAt(u, "spec", "externalName")
+	case "LoadBalancer":
+		if len(ips) == 0 {
+			return "<pending>"
+		}
+	}
+	if len(ips) == 0 {
+		return "<none>"
+	}
+	return strings.Join(ips, ",")
+}
+
+func servicePorts(u *unstructured.Unstructured) any {
+	ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
+	var out []string
+	for _, p := range ports {
+		m, _ := p.(map[string]any)
+		if m == nil {
+			continue
+		}
+		port, _, _ := unstructured.NestedInt64(m, "port")
+		protocol, _ := m["protocol"].(string)
+		protocol = stringOr(protocol, "TCP")
+		if nodePort, ok, _ := unstructured.NestedInt64(m, "nodePort"); ok && nodePort != 0 {
+			out = append(out, fmt.Sprintf("%d:%d/%s", port, nodePort, protocol))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%d/%s", port, protocol))
+	}
+	if len(out) == 0 {
+		return "<none>"
+	}
+	return strings.Join(out, ",")
+}
+
+// jobStatus is the STATUS column of kubectl get jobs: the terminal or
+// suspended condition that is True, else Running.
+func jobStatus(u *unstructured.Unstructured) any {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	status := "Running"
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m == nil || m["status"] != "True" {
+			continue
+		}
+		switch m["type"] {
+		case "Complete", "Failed":
+			return m["type"]
+		case "Suspended":
+			status = "Suspended"
+		case "FailureTarget":
+			status = "FailureTarget"
+		case "SuccessCriteriaMet":
+			status = "SuccessCriteriaMet"
+		}
+	}
+	return status
+}
+
+func jobDuration(u *unstructured.Unstructured) any {
+	start, err := time.Parse(time.RFC3339, stringAt(u, "status", "startTime"))
+	if err != nil {
+		return ""
+	}
+	end := time.Now()
+	if t, err := time.Parse(time.RFC3339, stringAt(u, "status", "completionTime")); err == nil {
+		end = t
+	}
+	return duration.HumanDuration(end.Sub(start))
+}
+
+func conditionField(u *unstructured.Unstructured, name string) any {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "conditions")
+	for _, c := range conditions {
+		if m, _ := c.(map[string]any); m != nil && m["type"] == "Healthy" {
+			v, _ := m[name].(string)
+			return v
+		}
+	}
+	return ""
 }
