@@ -128,6 +128,8 @@ type Store struct {
 	floor    uint64
 	watchers map[*watcher]struct{}
 	closed   bool
+	// observers see every change under the lock (observe.go).
+	observers map[*observer]struct{}
 }
 
 // New returns a store holding opts.InitialNamespaces.
@@ -620,6 +622,7 @@ func (s *Store) emit(e event) {
 	for w := range s.watchers {
 		w.push(e)
 	}
+	s.notify(e)
 }
 
 // newExpired is what a watch from a resourceVersion older than the history
