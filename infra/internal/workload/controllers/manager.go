@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
@@ -49,6 +50,7 @@ const (
 	kindClaim          // PersistentVolumeClaim binding
 	kindClaimsAll      // every claim (a StorageClass or volume appeared)
 	kindReleasedVolume // a bound claim is gone
+	kindNodesAll       // every Node (the cluster's network became known)
 )
 
 // item is one unit of work: a controller's object in one cluster.
@@ -138,7 +140,7 @@ var errRetry = errors.New("not ready yet")
 
 func (k kind) String() string {
 	return [...]string{"pod", "node", "replicaset", "replicationcontroller", "deployment", "statefulset", "daemonset",
-		"job", "cronjob", "service", "services", "persistentvolumeclaim", "persistentvolumeclaims", "persistentvolume"}[k]
+		"job", "cronjob", "service", "services", "persistentvolumeclaim", "persistentvolumeclaims", "persistentvolume", "nodes"}[k]
 }
 
 // Cluster is one cluster's controllers.
@@ -228,6 +230,13 @@ var ownerKinds = map[string]kind{
 // observe turns a store change into work; it runs under the store's lock,
 // so it only reads the objects and queues.
 func (c *Cluster) observe(ch store.Change) {
+	if ch.Resource == configMaps && ch.Object.GetNamespace() == metav1.NamespaceSystem && ch.Object.GetName() == kubeadmConfigName {
+		c.netMu.Lock()
+		c.net = nil
+		c.netMu.Unlock()
+		c.enqueue(kindNodesAll, "", "")
+		return
+	}
 	k, ok := resourceKinds[ch.Resource]
 	if !ok {
 		return
@@ -357,7 +366,9 @@ func (c *Cluster) reconcile(it item) (time.Duration, error) {
 	case kindPod:
 		after, err = c.reconcilePod(ctx, it.namespace, it.name)
 	case kindNode:
-		err = c.reconcileNode(it.name)
+		after, err = c.reconcileNode(it.name)
+	case kindNodesAll:
+		err = c.reconcileAllNodes()
 	case kindReplicaSet:
 		after, err = c.reconcileReplicaSet(replicaSets, it.namespace, it.name)
 	case kindReplicationController:

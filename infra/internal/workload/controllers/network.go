@@ -28,20 +28,23 @@ type network struct {
 }
 
 // network reads the kubeadm-config ConfigMap once it exists; until then
-// (or in a cluster kubeadm did not make) the defaults hold.
-func (c *Cluster) network() network {
+// (or in a cluster kubeadm did not make) the defaults hold, and known is
+// false.
+func (c *Cluster) network() (n network, known bool) {
 	c.netMu.Lock()
-	defer c.netMu.Unlock()
 	if c.net != nil {
-		return *c.net
+		defer c.netMu.Unlock()
+		return *c.net, true
 	}
-	n := network{services: defaultServiceCIDR, pods: defaultPodCIDR}
-	cm, err := c.store.Get(configMaps, metav1.NamespaceSystem, "kubeadm-config")
+	c.netMu.Unlock()
+	n = network{services: defaultServiceCIDR, pods: defaultPodCIDR}
+	// Read without netMu: the observer takes it under the store's lock.
+	cm, err := c.store.Get(configMaps, metav1.NamespaceSystem, kubeadmConfigName)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			c.m.opts.Log.Error(err, "Failed to read kubeadm-config", "cluster", c.name)
 		}
-		return n
+		return n, false
 	}
 	data, _, _ := unstructured.NestedString(cm.Object, "data", "ClusterConfiguration")
 	var cc struct {
@@ -59,9 +62,14 @@ func (c *Cluster) network() network {
 	if p, err := firstPrefix(cc.Networking.PodSubnet); err == nil {
 		n.pods = p
 	}
+	c.netMu.Lock()
 	c.net = &n
-	return n
+	c.netMu.Unlock()
+	return n, true
 }
+
+// kubeadmConfigName is the ConfigMap kubeadm uploads its configuration to.
+const kubeadmConfigName = "kubeadm-config"
 
 // firstPrefix parses the first CIDR of a comma-separated list (the
 // primary family of a dual-stack cluster).

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"net/netip"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,17 +21,32 @@ const (
 // IPAM does, and deletes the Pods of a Node that is gone as its Pod
 // garbage collector does (Cluster API's drain and MachineHealthCheck see
 // them go).
-func (c *Cluster) reconcileNode(name string) error {
+func (c *Cluster) reconcileNode(name string) (time.Duration, error) {
 	u, err := c.store.Get(nodes, "", name)
 	if isGone(err) {
-		return c.deletePodsOf(name)
+		return 0, c.deletePodsOf(name)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if cidr, _, _ := unstructured.NestedString(u.Object, "spec", "podCIDR"); cidr != "" || u.GetDeletionTimestamp() != nil {
-		return nil
+		return 0, nil
 	}
+	net, known := c.network()
+	if wait := u.GetCreationTimestamp().Add(networkGrace).Sub(c.m.opts.Now()); !known && wait > 0 {
+		// kubeadm registers the first Node before it uploads kubeadm-config,
+		// whose arrival queues the Node again.
+		return wait, nil
+	}
+	return 0, c.allocateNodeCIDR(u, net.pods)
+}
+
+// networkGrace is how long a Node waits for kubeadm-config to say the
+// cluster's pod CIDR before it gets one of the default.
+const networkGrace = 10 * time.Second
+
+func (c *Cluster) allocateNodeCIDR(u *unstructured.Unstructured, cluster netip.Prefix) error {
+	name := u.GetName()
 	c.allocMu.Lock()
 	defer c.allocMu.Unlock()
 	all, _, err := c.store.List(nodes, "", store.ListOptions{})
@@ -46,7 +63,6 @@ func (c *Cluster) reconcileNode(name string) error {
 			used[s] = true
 		}
 	}
-	cluster := c.network().pods
 	mask := nodeMaskIPv4
 	if cluster.Addr().Is6() {
 		mask = nodeMaskIPv6
@@ -80,6 +96,20 @@ func (c *Cluster) deletePodsOf(node string) error {
 	for _, o := range bound {
 		if err := c.deleteObject(pods, o); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// reconcileAllNodes queues every Node without a pod CIDR.
+func (c *Cluster) reconcileAllNodes() error {
+	all, _, err := c.store.List(nodes, "", store.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, n := range all {
+		if cidr, _, _ := unstructured.NestedString(n.Object, "spec", "podCIDR"); cidr == "" {
+			c.enqueue(kindNode, "", n.GetName())
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,11 @@ func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 // Only status is set on the object as stored, so that the round trip
 // through Go types never changes its spec (and generation).
 func (c *Cluster) setStatus(res store.Resource, u *unstructured.Unstructured, st any) error {
+	if v := reflect.ValueOf(st); v.Kind() != reflect.Pointer {
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		st = p.Interface()
+	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return fmt.Errorf("failed to convert the status: %w", err)

@@ -175,7 +175,7 @@ func (c *Cluster) defaultFamilies(spec *corev1.ServiceSpec) {
 		family := corev1.IPv4Protocol
 		if a, err := netip.ParseAddr(spec.ClusterIP); err == nil && a.Is6() {
 			family = corev1.IPv6Protocol
-		} else if err != nil && c.network().services.Addr().Is6() {
+		} else if err != nil && c.serviceCIDR().Addr().Is6() {
 			family = corev1.IPv6Protocol
 		}
 		spec.IPFamilies = []corev1.IPFamily{family}
@@ -188,7 +188,7 @@ func (c *Cluster) defaultFamilies(spec *corev1.ServiceSpec) {
 // freeServiceIP picks a free address of the service CIDR: at random above
 // the band kept for addresses people choose, as kube-apiserver does.
 func (c *Cluster) freeServiceIP(used map[string]bool) (string, error) {
-	cidr := c.network().services
+	cidr := c.serviceCIDR()
 	n := size(cidr)
 	if n <= 4 {
 		return "", fmt.Errorf("the service CIDR %s is too small", cidr)
@@ -425,4 +425,9 @@ func (c *Cluster) upsert(res store.Resource, obj metav1.Object, set func(have *u
 		return fmt.Errorf("failed to update %s %s/%s: %w", res.Resource, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+func (c *Cluster) serviceCIDR() netip.Prefix {
+	n, _ := c.network()
+	return n.services
 }
