@@ -226,30 +226,37 @@ func (c *Cluster) scale(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*
 		}
 		return false, nil
 	}
-	// Up: as far as maxSurge allows.
+	// Up: as far as maxSurge allows, counting the Pods an old ReplicaSet
+	// still has beyond its spec (not deleted yet).
 	all := newSpec + oldSpec
-	if max := replicas + surge; newSpec < replicas && all < max {
-		return set(newRS, min(newSpec+max-all, replicas))
+	pods := max(newSpec, newRS.Status.Replicas)
+	for _, o := range olds {
+		pods += max(ptr.Deref(o.Spec.Replicas, 0), o.Status.Replicas)
 	}
-	// Down: as far as maxUnavailable allows, unhealthy old Pods first.
+	if max := replicas + surge; newSpec < replicas && pods < max {
+		return set(newRS, min(newSpec+max-pods, replicas))
+	}
+	// Down: as far as maxUnavailable allows, unhealthy old Pods first. An
+	// old ReplicaSet's available Pods count up to its spec: its status may
+	// not have caught up with the last step yet.
 	minAvailable := replicas - unavailable
 	newUnavailable := newSpec - newRS.Status.AvailableReplicas
-	cleanup := all - minAvailable - newUnavailable
+	maxScaledDown := all - minAvailable - newUnavailable
+	if maxScaledDown <= 0 {
+		return false, nil
+	}
+	oldAvailable := func(o *appsv1.ReplicaSet) int32 { return min(o.Status.AvailableReplicas, ptr.Deref(o.Spec.Replicas, 0)) }
 	for _, o := range olds {
 		spec := ptr.Deref(o.Spec.Replicas, 0)
-		unhealthy := spec - o.Status.AvailableReplicas
-		if cleanup <= 0 {
-			break
-		}
-		if unhealthy > 0 {
-			return set(o, spec-min(unhealthy, cleanup))
+		if unhealthy := spec - oldAvailable(o); unhealthy > 0 {
+			return set(o, spec-min(unhealthy, maxScaledDown))
 		}
 	}
 	available := newRS.Status.AvailableReplicas
 	for _, o := range olds {
-		available += o.Status.AvailableReplicas
+		available += oldAvailable(o)
 	}
-	if down := available - minAvailable; down > 0 {
+	if down := min(available-minAvailable, maxScaledDown); down > 0 {
 		for _, o := range olds {
 			if spec := ptr.Deref(o.Spec.Replicas, 0); spec > 0 {
 				return set(o, spec-min(spec, down))

@@ -3,11 +3,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -146,3 +149,9 @@ func podTemplate(app, image string) corev1.PodTemplateSpec {
 }
 
 var _ = ptr.To[int32]
+
+type storageClass = storagev1.StorageClass
+
+func resourceMust(q string) resource.Quantity { return resource.MustParse(q) }
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
