@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -155,3 +156,5 @@ type storageClass = storagev1.StorageClass
 func resourceMust(q string) resource.Quantity { return resource.MustParse(q) }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+type appsv1Deployment = appsv1.Deployment
