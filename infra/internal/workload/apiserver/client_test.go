@@ -66,7 +66,7 @@ func TestDiscoveryListsEveryServedResource(t *testing.T) {
 			for _, gr := range groups {
 				groupNames = append(groupNames, gr.Name)
 			}
-			g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy", "storage.k8s.io"))
+			g.Expect(groupNames).To(ConsistOf("", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "events.k8s.io", "policy", "storage.k8s.io", "batch", "discovery.k8s.io"))
 			served := map[string]metav1.APIResource{}
 			for _, l := range lists {
 				for _, r := range l.APIResources {

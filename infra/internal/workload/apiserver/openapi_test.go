@@ -197,11 +197,11 @@ func TestOpenAPIV3DescribesExactlyWhatIsServed(t *testing.T) {
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/nodes/{name}/status"))
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/namespaces/{namespace}/pods/{name}/eviction"))
 			g.Expect(doc.Paths).To(HaveKey("/api/v1/pods"))
-			g.Expect(doc.Paths).NotTo(HaveKey("/api/v1/namespaces/{namespace}/services"))
+			g.Expect(doc.Paths).NotTo(HaveKey("/api/v1/namespaces/{namespace}/limitranges"))
 			g.Expect(doc.Paths).NotTo(HaveKey("/api/v1/namespaces/{namespace}/pods/{name}/log"))
 			g.Expect(doc.Components.Schemas).To(HaveKey("io.k8s.api.core.v1.Taint"))
 			g.Expect(doc.Components.Schemas).To(HaveKey("io.k8s.api.policy.v1.Eviction"))
-			g.Expect(doc.Components.Schemas).NotTo(HaveKey("io.k8s.api.core.v1.Service"))
+			g.Expect(doc.Components.Schemas).NotTo(HaveKey("io.k8s.api.core.v1.LimitRange"))
 		}
 	}
 }
@@ -264,7 +264,7 @@ func TestOpenAPIV3CachingFollowsKubeAPIServer(t *testing.T) {
 	resp = ts.get(t, c, url, map[string]string{"Accept": "application/yaml"})
 	g.Expect(resp.code).To(Equal(http.StatusNotAcceptable))
 	g.Expect(statusIn(g, resp.body).Reason).To(Equal(metav1.StatusReasonNotAcceptable))
-	for _, path := range []string{"/openapi/v3/apis/batch/v1", "/openapi/v3/apis/cluster.x-k8s.io/v1beta2", "/openapi/v3/apis/apps", "/openapi/v4"} {
+	for _, path := range []string{"/openapi/v3/apis/networking.k8s.io/v1", "/openapi/v3/apis/cluster.x-k8s.io/v1beta2", "/openapi/v3/apis/apps", "/openapi/v4"} {
 		resp = ts.get(t, c, path, nil)
 		g.Expect(resp.code).To(Equal(http.StatusNotFound), path)
 		g.Expect(statusIn(g, resp.body).Reason).To(Equal(metav1.StatusReasonNotFound), path)
@@ -286,10 +286,10 @@ func TestOpenAPIV2IsServedInProtobufAndJSON(t *testing.T) {
 		paths = append(paths, p.GetName())
 	}
 	g.Expect(definitions).To(ContainElements("io.k8s.api.core.v1.Node", "io.k8s.api.apps.v1.Deployment", "io.k8s.api.coordination.v1.Lease"))
-	g.Expect(definitions).NotTo(ContainElement("io.k8s.api.core.v1.Service"))
+	g.Expect(definitions).NotTo(ContainElement("io.k8s.api.core.v1.LimitRange"))
 	g.Expect(definitions).NotTo(ContainElement(ContainSubstring("x-k8s.io")), "no CRD of the management cluster")
 	g.Expect(paths).To(ContainElements("/api/v1/nodes", "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/status", "/apis/"))
-	g.Expect(paths).NotTo(ContainElement(HavePrefix("/apis/batch/")))
+	g.Expect(paths).NotTo(ContainElement(HavePrefix("/apis/networking.k8s.io/")))
 
 	c := ts.httpClient(t, "c1")
 	resp := ts.get(t, c, "/openapi/v2", map[string]string{"Accept": "application/json"})

@@ -46,6 +46,24 @@ var (
 	storageV1 = schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
 )
 
+// What the workload controllers (package controllers) read and write,
+// until every built-in resource is served.
+var (
+	batchV1             = schema.GroupVersion{Group: "batch", Version: "v1"}
+	discoveryV1         = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
+	controllerResources = []*resource{
+		{gv: coreV1, name: "services", singular: "service", kind: "Service", namespaced: true, shortNames: []string{"svc"}, categories: []string{"all"}, status: true},
+		{gv: coreV1, name: "endpoints", singular: "endpoints", kind: "Endpoints", namespaced: true, shortNames: []string{"ep"}},
+		{gv: coreV1, name: "replicationcontrollers", singular: "replicationcontroller", kind: "ReplicationController", namespaced: true, shortNames: []string{"rc"}, categories: []string{"all"}, status: true},
+		{gv: appsV1, name: "replicasets", singular: "replicaset", kind: "ReplicaSet", namespaced: true, shortNames: []string{"rs"}, categories: []string{"all"}, status: true},
+		{gv: appsV1, name: "statefulsets", singular: "statefulset", kind: "StatefulSet", namespaced: true, shortNames: []string{"sts"}, categories: []string{"all"}, status: true},
+		{gv: batchV1, name: "jobs", singular: "job", kind: "Job", namespaced: true, categories: []string{"all"}, status: true},
+		{gv: batchV1, name: "cronjobs", singular: "cronjob", kind: "CronJob", namespaced: true, shortNames: []string{"cj"}, categories: []string{"all"}, status: true},
+		{gv: discoveryV1, name: "endpointslices", singular: "endpointslice", kind: "EndpointSlice", namespaced: true},
+		{gv: storageV1, name: "storageclasses", singular: "storageclass", kind: "StorageClass", shortNames: []string{"sc"}},
+	}
+)
+
 // resources is everything served. Core and events.k8s.io Events are stored
 // apart (a real cluster serves one storage in both shapes).
 // PodDisruptionBudgets are honoured by evictions; nothing computes their
@@ -53,7 +71,7 @@ var (
 // Volumes are served because Cluster API's machine deletion lists
 // VolumeAttachments (and reads PersistentVolumes and their claims) while it
 // waits for a drained node's volumes to detach; nothing attaches any.
-var resources = []*resource{
+var resources = append([]*resource{
 	{gv: coreV1, name: "namespaces", singular: "namespace", kind: "Namespace", shortNames: []string{"ns"}, status: true},
 	{gv: coreV1, name: "nodes", singular: "node", kind: "Node", shortNames: []string{"no"}, status: true},
 	{gv: coreV1, name: "pods", singular: "pod", kind: "Pod", namespaced: true, shortNames: []string{"po"}, categories: []string{"all"}, status: true, eviction: true, portForward: true},
@@ -73,7 +91,7 @@ var resources = []*resource{
 	{gv: coreV1, name: "persistentvolumes", singular: "persistentvolume", kind: "PersistentVolume", shortNames: []string{"pv"}, status: true},
 	{gv: coreV1, name: "persistentvolumeclaims", singular: "persistentvolumeclaim", kind: "PersistentVolumeClaim", namespaced: true, shortNames: []string{"pvc"}, status: true},
 	{gv: storageV1, name: "volumeattachments", singular: "volumeattachment", kind: "VolumeAttachment", status: true},
-}
+}, controllerResources...)
 
 // groupVersions in the order discovery lists them (core first).
 var groupVersions = func() []schema.GroupVersion {
