@@ -54,7 +54,7 @@ func (c *Cluster) reconcileDaemonSet(namespace, name string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := c.owned(pods, u, nil)
+	objs, err := c.owned(pods, u, selectorOf(ds.Spec.Selector))
 	if err != nil {
 		return err
 	}

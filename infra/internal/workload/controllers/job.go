@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 )
 
@@ -37,7 +38,7 @@ func (c *Cluster) reconcileJob(namespace, name string) error {
 	if jobFinished(j) {
 		return nil
 	}
-	objs, err := c.owned(pods, u, nil)
+	objs, err := c.owned(pods, u, labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(j.UID)}))
 	if err != nil {
 		return err
 	}

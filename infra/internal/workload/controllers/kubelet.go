@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -111,6 +112,9 @@ func (c *Cluster) startPod(u *unstructured.Unstructured, p *corev1.Pod, node *co
 		c.allocMu.Lock()
 		defer c.allocMu.Unlock()
 		ip, err := c.allocatePodIP(node)
+		if errors.Is(err, errNoCIDR) {
+			return c.waitForCIDR(node.Name, p)
+		}
 		if err != nil {
 			return err
 		}
@@ -177,13 +181,34 @@ func completedStatus(p *corev1.Pod, now metav1.Time) *corev1.PodStatus {
 	return st
 }
 
+var errNoCIDR = errors.New("the Node has no pod CIDR yet")
+
+// waitForCIDR parks the Pod until its Node gets a pod CIDR (the Node's
+// change queues it again), rather than retrying with a growing backoff.
+func (c *Cluster) waitForCIDR(node string, p *corev1.Pod) error {
+	c.mu.Lock()
+	if c.waitingForCIDR == nil {
+		c.waitingForCIDR = map[string][]nsName{}
+	}
+	c.waitingForCIDR[node] = append(c.waitingForCIDR[node], nsName{p.Namespace, p.Name})
+	c.mu.Unlock()
+	// The CIDR may have come between the read and the parking.
+	n, err := c.store.Get(nodes, "", node)
+	if err == nil {
+		if cidr, _, _ := unstructured.NestedString(n.Object, "spec", "podCIDR"); cidr != "" {
+			c.enqueue(kindPod, p.Namespace, p.Name)
+		}
+	}
+	c.enqueue(kindNode, "", node)
+	return nil
+}
+
 // allocatePodIP picks an address of the Node's pod CIDR no Pod on it has;
 // allocMu is held.
 func (c *Cluster) allocatePodIP(node *corev1.Node) (string, error) {
 	if node.Spec.PodCIDR == "" {
-		// Node IPAM has not got to it yet.
-		c.enqueue(kindNode, "", node.Name)
-		return "", fmt.Errorf("node %s has no pod CIDR yet: %w", node.Name, errRetry)
+		// Node IPAM has not got to it yet: the Node's change brings the Pod back.
+		return "", errNoCIDR
 	}
 	cidr, err := netip.ParsePrefix(node.Spec.PodCIDR)
 	if err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -162,6 +164,8 @@ type Cluster struct {
 	unscheduled map[nsName]struct{}
 	// daemonSets are retried on any Node's change.
 	daemonSets map[nsName]struct{}
+	// waitingForCIDR are the Pods bound to a Node that has no pod CIDR yet.
+	waitingForCIDR map[string][]nsName
 	// servicesPerNamespace counts Services: a Pod's change concerns
 	// Endpoints only where there are some.
 	servicesPerNamespace map[string]int
@@ -249,14 +253,25 @@ func (c *Cluster) observe(ch store.Change) {
 		c.observePod(ch, key, deleted)
 		return
 	case kindNode:
+		// Only what scheduling reads concerns the Pods waiting for a Node
+		// and the DaemonSets: not heartbeats, nor the pod CIDR IPAM writes.
+		placement := ch.Previous == nil || deleted || schedulingChanged(ch.Previous, obj)
 		c.mu.Lock()
-		retry := make([]nsName, 0, len(c.unscheduled)+len(c.daemonSets))
-		for p := range c.unscheduled {
-			retry = append(retry, p)
+		var retry []nsName
+		if placement {
+			for p := range c.unscheduled {
+				retry = append(retry, p)
+			}
+		}
+		if cidr, _, _ := unstructured.NestedString(obj.Object, "spec", "podCIDR"); cidr != "" || deleted {
+			retry = append(retry, c.waitingForCIDR[key.name]...)
+			delete(c.waitingForCIDR, key.name)
 		}
 		dss := len(retry)
-		for d := range c.daemonSets {
-			retry = append(retry, d)
+		if placement {
+			for d := range c.daemonSets {
+				retry = append(retry, d)
+			}
 		}
 		c.mu.Unlock()
 		for i, r := range retry {
@@ -312,7 +327,10 @@ func (c *Cluster) observe(ch store.Change) {
 		c.enqueue(kindClaimsAll, "", "")
 		return
 	}
-	c.enqueue(k, key.namespace, key.name)
+	if !statusOnly(ch) || k == kindService || k == kindClaim {
+		// A controller's own status write needs no second look.
+		c.enqueue(k, key.namespace, key.name)
+	}
 	c.enqueueOwners(obj)
 	if ch.Previous != nil {
 		c.enqueueOwners(ch.Previous)
@@ -398,4 +416,44 @@ func (c *Cluster) reconcile(it item) (time.Duration, error) {
 		return 0, fmt.Errorf("%s %s/%s: %w", it.kind, it.namespace, it.name, err)
 	}
 	return after, nil
+}
+
+// schedulingChanged says whether a Node's change concerns where Pods go:
+// its labels, taints, cordon or readiness.
+func schedulingChanged(before, after *unstructured.Unstructured) bool {
+	if !maps.Equal(before.GetLabels(), after.GetLabels()) {
+		return true
+	}
+	for _, f := range [][]string{{"spec", "taints"}, {"spec", "unschedulable"}} {
+		b, _, _ := unstructured.NestedFieldNoCopy(before.Object, f...)
+		a, _, _ := unstructured.NestedFieldNoCopy(after.Object, f...)
+		if !equality.Semantic.DeepEqual(a, b) {
+			return true
+		}
+	}
+	return readyStatus(before) != readyStatus(after)
+}
+
+func readyStatus(node *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(node.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// statusOnly says whether a change left all but the status alone (what a
+// controller's status write does).
+func statusOnly(ch store.Change) bool {
+	before, after := ch.Previous, ch.Object
+	if ch.Type != watch.Modified || before == nil {
+		return false
+	}
+	return before.GetGeneration() == after.GetGeneration() &&
+		equality.Semantic.DeepEqual(before.GetDeletionTimestamp(), after.GetDeletionTimestamp()) &&
+		maps.Equal(before.GetLabels(), after.GetLabels()) && maps.Equal(before.GetAnnotations(), after.GetAnnotations()) &&
+		equality.Semantic.DeepEqual(before.GetOwnerReferences(), after.GetOwnerReferences())
 }

@@ -54,7 +54,7 @@ func (c *Cluster) reconcileReplicaSet(res store.Resource, namespace, name string
 		replicas, minReady, template = ptr.Deref(rs.Spec.Replicas, 1), rs.Spec.MinReadySeconds, &rs.Spec.Template
 		selector = selectorOf(rs.Spec.Selector)
 	}
-	objs, err := c.owned(pods, u, nil)
+	objs, err := c.owned(pods, u, selector)
 	if err != nil {
 		return 0, err
 	}

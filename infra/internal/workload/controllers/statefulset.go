@@ -53,7 +53,7 @@ func (c *Cluster) reconcileStatefulSet(namespace, name string) error {
 	if currentRev == "" {
 		currentRev = updateRev
 	}
-	objs, err := c.owned(pods, u, nil)
+	objs, err := c.owned(pods, u, selectorOf(s.Spec.Selector))
 	if err != nil {
 		return err
 	}
