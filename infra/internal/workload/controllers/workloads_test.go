@@ -311,3 +311,59 @@ func TestStoppedClusterGetsNoMoreWork(t *testing.T) {
 		return list[appsv1.ReplicaSet](e, replicaSets, testNS, map[string]string{"app": "late"})()
 	}, 500*time.Millisecond, 50*time.Millisecond).Should(BeEmpty())
 }
+
+// A store that already holds work (as one restored after a restart) gets
+// it done when its cluster is added.
+func TestWorkAlreadyStoredIsDoneWhenTheClusterIsAdded(t *testing.T) {
+	g := NewWithT(t)
+	s := store.New(store.Options{})
+	t.Cleanup(s.Close)
+	pre := &env{t: t, g: g, s: s}
+	pre.node("cp", true, nil, nil)
+	pre.workers("w1")
+	pre.create(deployments, deployment("early", 2, "nginx"))
+
+	m := New(Options{})
+	t.Cleanup(m.Shutdown)
+	c := m.Add(t.Name(), s)
+	t.Cleanup(c.Stop)
+	e := &env{t: t, g: g, s: s, c: c}
+	e.g.Eventually(get[appsv1.Deployment](e, deployments, testNS, "early"), wait, interval).Should(Satisfy(rolledOut))
+	e.g.Eventually(func(g Gomega) {
+		for _, n := range []string{"cp", "w1"} {
+			node, err := get[corev1.Node](e, nodes, "", n)()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(node.Spec.PodCIDR).NotTo(BeEmpty())
+		}
+	}, wait, interval).Should(Succeed())
+}
+
+// A cordoned Node gets no new Pods; the Pods replacing those evicted from
+// it go elsewhere.
+func TestCordonedNodesGetNoNewPods(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.node("cp", true, nil, nil)
+	e.workers("w1", "w2")
+	e.create(deployments, deployment("web", 4, "nginx"))
+	e.g.Eventually(get[appsv1.Deployment](e, deployments, testNS, "web"), wait, interval).Should(Satisfy(rolledOut))
+	update(e, nodes, "", "w1", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	ps, err := list[corev1.Pod](e, pods, testNS, map[string]string{"app": "web"})()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range ps {
+		if p.Spec.NodeName == "w1" {
+			_, _, err := e.s.Delete(pods, p.Namespace, p.Name, store.Preconditions{})
+			e.g.Expect(err).NotTo(HaveOccurred())
+		}
+	}
+	e.g.Eventually(func(g Gomega) {
+		ps, err := list[corev1.Pod](e, pods, testNS, map[string]string{"app": "web"})()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ps).To(HaveLen(4))
+		for _, p := range ps {
+			g.Expect(p.Spec.NodeName).To(Equal("w2"))
+		}
+		d, err := get[appsv1.Deployment](e, deployments, testNS, "web")()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d).To(Satisfy(rolledOut))
+	}, wait, interval).Should(Succeed())
+}
