@@ -245,7 +245,9 @@ func (c *Cluster) scale(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*
 	if maxScaledDown <= 0 {
 		return false, nil
 	}
-	oldAvailable := func(o *appsv1.ReplicaSet) int32 { return min(o.Status.AvailableReplicas, ptr.Deref(o.Spec.Replicas, 0)) }
+	oldAvailable := func(o *appsv1.ReplicaSet) int32 {
+		return min(o.Status.AvailableReplicas, ptr.Deref(o.Spec.Replicas, 0))
+	}
 	for _, o := range olds {
 		spec := ptr.Deref(o.Spec.Replicas, 0)
 		if unhealthy := spec - oldAvailable(o); unhealthy > 0 {

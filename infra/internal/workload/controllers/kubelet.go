@@ -3,8 +3,8 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"

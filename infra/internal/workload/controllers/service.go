@@ -58,7 +58,37 @@ func (c *Cluster) reconcileService(namespace, name string) error {
 	if changed, err := c.allocateService(u, svc); err != nil || changed {
 		return err // the update brings the Service back here
 	}
+	if err := c.exposeLoadBalancer(u, svc); err != nil {
+		return err
+	}
 	return c.reconcileEndpoints(u, svc)
+}
+
+// exposeLoadBalancer gives a LoadBalancer Service the ingress a node-based
+// load balancer (k3s's ServiceLB, kind's cloud provider) gives it: the
+// InternalIPs of the Ready Nodes, which Helm's --wait and kubectl wait for.
+func (c *Cluster) exposeLoadBalancer(u *unstructured.Unstructured, svc *corev1.Service) error {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return nil
+	}
+	nodeObjs, _, err := c.store.List(nodes, "", store.ListOptions{})
+	if err != nil {
+		return err
+	}
+	st := svc.Status.DeepCopy()
+	for _, o := range nodeObjs {
+		n, err := typed[corev1.Node](o)
+		if err != nil {
+			return err
+		}
+		if ip := nodeIP(n); ip != "" && nodeReady(n) {
+			st.LoadBalancer.Ingress = append(st.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)})
+		}
+	}
+	if len(st.LoadBalancer.Ingress) == 0 {
+		return nil // no Ready Node yet: tried again when the Service or its Pods change
+	}
+	return c.setStatus(services, u, st)
 }
 
 // reconcileServicesIn brings the endpoints of every Service of a namespace
@@ -76,6 +106,9 @@ func (c *Cluster) reconcileServicesIn(namespace string) error {
 		if svc.Spec.ClusterIP == "" && svc.Spec.Type != corev1.ServiceTypeExternalName {
 			c.enqueue(kindService, namespace, svc.Name)
 			continue
+		}
+		if err := c.exposeLoadBalancer(u, svc); err != nil {
+			return err
 		}
 		if err := c.reconcileEndpoints(u, svc); err != nil {
 			return err

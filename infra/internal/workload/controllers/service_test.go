@@ -31,6 +31,7 @@ func TestServicesGetClusterIPsAndEndpointsOfReadyPods(t *testing.T) {
 	e.create(services, service("web", corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: port}))
 	e.create(services, service("web-np", corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"}, Ports: port}))
 	e.create(services, service("web-headless", corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "web"}, Ports: port}))
+	e.create(services, service("web-lb", corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"}, Ports: port}))
 
 	svcNet := netip.MustParsePrefix(svcCIDR)
 	e.g.Eventually(func(g Gomega) {
@@ -52,6 +53,10 @@ func TestServicesGetClusterIPsAndEndpointsOfReadyPods(t *testing.T) {
 		g.Expect(b.Spec.Ports[0].NodePort).To(BeNumerically(">=", nodePortFirst))
 		g.Expect(b.Spec.Ports[0].NodePort).To(BeNumerically("<=", nodePortLast))
 		g.Expect(h.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+		lb, err := get[corev1.Service](e, services, testNS, "web-lb")()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lb.Spec.Ports[0].NodePort).NotTo(BeZero())
+		g.Expect(lb.Status.LoadBalancer.Ingress).To(ConsistOf(HaveField("IP", "10.0.0.11"), HaveField("IP", "10.0.0.12"), HaveField("IP", "10.0.0.13")))
 
 		ps, err := list[corev1.Pod](e, pods, testNS, map[string]string{"app": "web"})()
 		g.Expect(err).NotTo(HaveOccurred())
