@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/controllers"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -131,6 +132,9 @@ type Hosting struct {
 	base      context.Context
 	stop      context.CancelFunc
 
+	// controllers make the Pods of every served cluster run.
+	controllers *controllers.Manager
+
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*Cluster
 	byPort   map[int]*Cluster
@@ -152,6 +156,9 @@ type Cluster struct {
 	cancel   context.CancelFunc
 	h        *Hosting
 	started  time.Time
+
+	// controllers run on store while the cluster is served.
+	controllers *controllers.Cluster
 
 	tlsMu   sync.Mutex
 	tls     *apiserver.ClusterTLS
@@ -193,6 +200,7 @@ func New(opts Options) (*Hosting, error) {
 	}
 	h.base, h.stop = context.WithCancel(context.Background())
 	h.collector = store.NewCollector(store.CollectorOptions{})
+	h.controllers = controllers.New(controllers.Options{Log: opts.Log.WithName("controllers")})
 	handlerOpts := opts.Handler
 	handlerOpts.StoreFor = h.storeFor
 	handlerOpts.PortForward = h.portForward
@@ -240,6 +248,7 @@ func (h *Hosting) shutdown() {
 	}
 	// Work left queued is finished from the journals after a restart.
 	h.collector.Stop()
+	h.controllers.Shutdown()
 }
 
 // serveOwn serves the clusters of Options.Own that are not served yet on
@@ -415,6 +424,7 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 		h:        h,
 		started:  h.opts.Now(),
 	}
+	c.controllers = h.controllers.Add(key.String(), st)
 	h.clusters[key] = c
 	h.byPort[port] = c
 	delete(h.reserved, port)
@@ -494,6 +504,7 @@ func (h *Hosting) remove(key types.NamespacedName, keep bool) {
 		return
 	}
 	c.cancel()
+	c.controllers.Stop()
 	_ = c.listener.Close()
 	c.closeEtcd()
 	c.store.Close()

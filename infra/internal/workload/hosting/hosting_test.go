@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -409,4 +410,44 @@ func TestServedClustersHaveTheirLimitsAndCollector(t *testing.T) {
 		_, err := s.Get(nodes, "", "dep")
 		return apierrors.IsNotFound(err)
 	}, 5*time.Second).Should(BeTrue(), "a dependent of a gone owner is collected")
+}
+
+// Every served cluster runs the workload controllers on its store, until
+// it stops being served.
+func TestServedClustersRunTheControllers(t *testing.T) {
+	g := NewWithT(t)
+	h := newHosting(g, freeRange(g, 1))
+	_, err := h.Serve(t.Context(), key("a"), clusterv1.APIEndpoint{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := h.Cluster(key("a")).Store()
+	replicaSets := store.Resource{Group: "apps", Resource: "replicasets", Namespaced: true}
+	pods := store.Resource{Resource: "pods", Namespaced: true}
+	rs := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "ReplicaSet",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"spec": map[string]any{
+				"replicas": int64(2),
+				"selector": map[string]any{"matchLabels": map[string]any{"app": name}},
+				"template": map[string]any{
+					"metadata": map[string]any{"labels": map[string]any{"app": name}},
+					"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}},
+				},
+			},
+		}}
+	}
+	podsOf := func(app string) func() ([]*unstructured.Unstructured, error) {
+		return func() ([]*unstructured.Unstructured, error) {
+			items, _, err := s.List(pods, "default", store.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{"app": app})})
+			return items, err
+		}
+	}
+	_, err = s.Create(replicaSets, rs("served"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(podsOf("served"), 10*time.Second, 10*time.Millisecond).Should(HaveLen(2))
+
+	h.Remove(key("a"))
+	_, err = s.Create(replicaSets, rs("removed"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Consistently(podsOf("removed"), 300*time.Millisecond, 30*time.Millisecond).Should(BeEmpty())
 }

@@ -299,8 +299,9 @@ users:
 `, endpoint)
 }
 
-// coreDNSDeployment is kubeadm's CoreDNS addon, reported available (no
-// Pods are made for it: they would need a ReplicaSet, which is not served).
+// coreDNSDeployment is kubeadm's CoreDNS addon, made with an available
+// status; in a served cluster the workload controllers then make its
+// ReplicaSet and Pods.
 // KubeadmControlPlane reads its "coredns" container's image to upgrade it.
 func coreDNSDeployment(cc *bootstrapv1.ClusterConfiguration, v semver.Version) *appsv1.Deployment {
 	repo := imageRepository(cc)

@@ -137,6 +137,8 @@ type Store struct {
 
 	gc  gcState
 	lim limitState
+	// observers see every change under the lock (observe.go).
+	observers map[*observer]struct{}
 }
 
 // New returns a store holding opts.InitialNamespaces.
@@ -684,6 +686,7 @@ func (s *Store) emit(e event) {
 	for w := range s.watchers {
 		w.push(e)
 	}
+	s.notify(e)
 }
 
 // newExpired is what a watch from a resourceVersion older than the history
