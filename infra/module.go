@@ -101,6 +101,9 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 // workloadHosting builds what serves the inMemory clusters' workload API,
 // one listener per cluster, closed when the manager stops.
 func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting.Hosting, error) {
+	if err := m.opts.Validate(); err != nil {
+		return nil, err
+	}
 	// The management cluster's kube-apiserver serves the same built-in
 	// kinds: its OpenAPI, filtered to what the workload API serves, is the
 	// workload API's.
@@ -109,10 +112,11 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 		return nil, fmt.Errorf("failed to set up the inMemory workload API's OpenAPI source: %w", err)
 	}
 	h, err := hosting.New(hosting.Options{
-		Address:  m.opts.InMemoryWorkloadAddress,
-		Ports:    m.opts.InMemoryWorkloadPorts,
-		StateDir: m.opts.InMemoryWorkloadStateDir,
-		Secrets:  mgr.GetAPIReader(),
+		Address:       m.opts.InMemoryWorkloadAddress,
+		AdvertiseHost: m.opts.InMemoryWorkloadAdvertiseHost,
+		Ports:         m.opts.InMemoryWorkloadPorts,
+		StateDir:      m.opts.InMemoryWorkloadStateDir,
+		Secrets:       mgr.GetAPIReader(),
 		Endpoints: func(ctx context.Context) ([]clusterv1.APIEndpoint, error) {
 			list := &v1alpha1.MonolithClusterList{}
 			if err := mgr.GetClient().List(ctx, list); err != nil {

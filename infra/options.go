@@ -28,8 +28,13 @@ type Options struct {
 	// cluster's kube-system namespace, read at start-up.
 	DockerManagementCluster string
 	// InMemoryWorkloadAddress is the IP address the inMemory clusters'
-	// workload API listeners are opened on, and their endpoints' host.
+	// workload API listeners are opened on, and their endpoints' host
+	// unless InMemoryWorkloadAdvertiseHost is set.
 	InMemoryWorkloadAddress netip.Addr
+	// InMemoryWorkloadAdvertiseHost is the endpoints' host (a DNS name or
+	// an IP address) when it is not the listen address: in an installed
+	// provider, the headless Service's name, which outlives the pod's IP.
+	InMemoryWorkloadAdvertiseHost string
 	// InMemoryWorkloadPorts are the ports those listeners take, one per
 	// cluster.
 	InMemoryWorkloadPorts hosting.PortRange
@@ -66,7 +71,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Identity of this management cluster on the Docker Engine (at most 63 characters of [A-Za-z0-9_.-]): the docker backend labels its containers and networks "+
 			docker.LabelManagementCluster+"=<identity> and finds, adopts and deletes only those. Empty: the UID of the kube-system namespace.")
 	fs.Var(workloadAddressFlag{&o.InMemoryWorkloadAddress}, "inmemory-workload-address",
-		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (not 0.0.0.0).")
+		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; without --inmemory-workload-advertise-host it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (0.0.0.0 or :: only with an advertised host).")
+	fs.Var(advertiseHostFlag{&o.InMemoryWorkloadAdvertiseHost}, "inmemory-workload-advertise-host",
+		"Host (DNS name or IP address) recorded in the inMemory clusters' control plane endpoints and named by their serving certificates, when it is not --inmemory-workload-address: the bundle sets the headless workload Service's DNS name. Empty: the listen address.")
 	fs.StringVar(&o.InMemoryWorkloadStateDir, "inmemory-workload-state-dir", o.InMemoryWorkloadStateDir,
 		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
@@ -89,14 +96,43 @@ func (f workloadAddressFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not an IP address", s)
 	}
-	if a.IsUnspecified() {
-		return fmt.Errorf("%s is not an address clients can dial: name the interface's own address", s)
-	}
 	*f.v = a
 	return nil
 }
 
 func (workloadAddressFlag) Type() string { return "ip" }
+
+// advertiseHostFlag rejects a host clients cannot dial when the flags are
+// parsed.
+type advertiseHostFlag struct{ v *string }
+
+func (f advertiseHostFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f advertiseHostFlag) Set(s string) error {
+	if s != "" {
+		if err := hosting.ValidateAdvertiseHost(s); err != nil {
+			return err
+		}
+	}
+	*f.v = s
+	return nil
+}
+
+func (advertiseHostFlag) Type() string { return "host" }
+
+// Validate checks what no single flag can: an unspecified listen address
+// needs an advertised host, which clients dial instead.
+func (o Options) Validate() error {
+	if o.InMemoryWorkloadAddress.IsUnspecified() && o.InMemoryWorkloadAdvertiseHost == "" {
+		return fmt.Errorf("--inmemory-workload-address=%s is not an address clients can dial: set --inmemory-workload-advertise-host too", o.InMemoryWorkloadAddress)
+	}
+	return nil
+}
 
 // portRangeFlag parses FIRST-LAST.
 type portRangeFlag struct{ v *hosting.PortRange }

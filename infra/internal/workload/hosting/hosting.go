@@ -35,8 +35,9 @@ import (
 )
 
 // ErrNotHosted is returned for an endpoint this process cannot serve: a
-// host other than Options.Address, or a port outside Options.Ports (an
-// endpoint a person set in the spec).
+// host other than the advertised one (Options.AdvertiseHost, else
+// Options.Address), or a port outside Options.Ports (an endpoint a person
+// set in the spec).
 var ErrNotHosted = errors.New("the endpoint is not on the workload API address and port range")
 
 // ErrEndpointInUse is returned for a recorded endpoint another process
@@ -68,10 +69,15 @@ const DefaultSweepInterval = 15 * time.Second
 
 // Options configure Hosting.
 type Options struct {
-	// Address is the IP address every cluster listener is opened on and
-	// its endpoint's host. Required; not an unspecified address (0.0.0.0
-	// or ::): the endpoint must be one clients can dial.
+	// Address is the IP address every cluster listener is opened on.
+	// Required. Without AdvertiseHost it is also the endpoints' host, so
+	// it may be unspecified (0.0.0.0 or ::) only with an AdvertiseHost.
 	Address netip.Addr
+	// AdvertiseHost is the host recorded in every endpoint, which clients
+	// dial and the serving certificates name: a DNS name resolving to this
+	// process (a headless Service's, in an installed provider, so that the
+	// endpoint outlives the pod's IP) or an IP address. Empty: Address.
+	AdvertiseHost string
 	// Ports are the ports cluster listeners take. Default DefaultPortRange.
 	Ports PortRange
 	// Secrets reads the clusters' CA Secrets; Secrets are not cached, so
@@ -162,8 +168,8 @@ type Cluster struct {
 
 // New returns Hosting with no cluster served.
 func New(opts Options) (*Hosting, error) {
-	if !opts.Address.IsValid() || opts.Address.IsUnspecified() {
-		return nil, fmt.Errorf("the workload API address must be an IP address clients can dial, not %q", opts.Address)
+	if err := validateAddresses(&opts); err != nil {
+		return nil, err
 	}
 	if opts.Ports == (PortRange{}) {
 		opts.Ports = DefaultPortRange
@@ -399,7 +405,7 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 	ctx, cancel := context.WithCancel(h.base)
 	c := &Cluster{
 		key:      key,
-		endpoint: clusterv1.APIEndpoint{Host: h.opts.Address.String(), Port: int32(port)},
+		endpoint: clusterv1.APIEndpoint{Host: h.opts.AdvertiseHost, Port: int32(port)},
 		store:    st,
 		journal:  j,
 		listener: l,
@@ -451,7 +457,7 @@ func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store
 // (its address and port range), whether or not a cluster is served there
 // now.
 func (h *Hosting) Hosts(endpoint clusterv1.APIEndpoint) bool {
-	return endpoint.Host == h.opts.Address.String() && h.opts.Ports.Contains(int(endpoint.Port))
+	return endpoint.Host == h.opts.AdvertiseHost && h.opts.Ports.Contains(int(endpoint.Port))
 }
 
 // Cluster returns the served cluster, or nil.
@@ -623,11 +629,7 @@ func (c *Cluster) loadTLS(ctx context.Context) (*apiserver.ClusterTLS, error) {
 		c.lastErr = err
 		return nil, err
 	}
-	hosts := []string{c.endpoint.Host}
-	if c.h.opts.Address.IsLoopback() {
-		hosts = append(hosts, "localhost")
-	}
-	t, err := apiserver.NewClusterTLS(cert, key, hosts, now)
+	t, err := apiserver.NewClusterTLS(cert, key, c.h.certificateHosts(), now)
 	if err != nil {
 		c.lastErr = fmt.Errorf("the CA of cluster %s: %w", c.key, err)
 		return nil, c.lastErr
