@@ -43,7 +43,19 @@ type Options struct {
 	// of the process; empty keeps them in memory only. dev sets it under
 	// --data-dir (see KeepStateIn).
 	InMemoryWorkloadStateDir string
+	// InMemoryWorkloadState is where every inMemory cluster's workload
+	// objects are kept: StateDir (files in InMemoryWorkloadStateDir, or
+	// nowhere without one) or StateSecrets (Secrets of the management
+	// cluster, in each cluster's namespace, which survive the pod and
+	// follow leadership).
+	InMemoryWorkloadState string
 }
+
+// Values of InMemoryWorkloadState.
+const (
+	StateDir     = "dir"
+	StateSecrets = "secrets"
+)
 
 // DefaultOptions returns the options the flags default to.
 func DefaultOptions() Options {
@@ -52,6 +64,7 @@ func DefaultOptions() Options {
 		DockerLoadBalancerHostIP:  docker.DefaultLoadBalancerHostIP,
 		InMemoryWorkloadAddress:   DefaultInMemoryWorkloadAddress,
 		InMemoryWorkloadPorts:     hosting.DefaultPortRange,
+		InMemoryWorkloadState:     StateDir,
 	}
 }
 
@@ -76,6 +89,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Host (DNS name or IP address) recorded in the inMemory clusters' control plane endpoints and named by their serving certificates, when it is not --inmemory-workload-address: the bundle sets the headless workload Service's DNS name. Empty: the listen address.")
 	fs.StringVar(&o.InMemoryWorkloadStateDir, "inmemory-workload-state-dir", o.InMemoryWorkloadStateDir,
 		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
+	fs.Var(stateFlag{&o.InMemoryWorkloadState}, "inmemory-workload-state",
+		"Where every inMemory workload cluster's objects are kept across restarts: dir (journal files in --inmemory-workload-state-dir; in memory only without one) or secrets (Secrets in each cluster's namespace, owned by its MonolithCluster: they survive the pod and follow leadership to another replica).")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
 		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
 }
@@ -133,6 +148,26 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// stateFlag accepts the values of InMemoryWorkloadState.
+type stateFlag struct{ v *string }
+
+func (f stateFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f stateFlag) Set(s string) error {
+	if s != StateDir && s != StateSecrets {
+		return fmt.Errorf("%q is neither %s nor %s", s, StateDir, StateSecrets)
+	}
+	*f.v = s
+	return nil
+}
+
+func (stateFlag) Type() string { return "dir|secrets" }
 
 // portRangeFlag parses FIRST-LAST.
 type portRangeFlag struct{ v *hosting.PortRange }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +29,6 @@ import (
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
-	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
@@ -107,8 +105,12 @@ type Options struct {
 	// StateDir keeps each cluster's objects in a journal file
 	// (journal.Path(StateDir, namespace, name)), so that they survive a
 	// restart of the process: a cluster served again on its recorded
-	// endpoint gets them back. Empty keeps them in memory only.
+	// endpoint gets them back. Empty keeps them in memory only. Journals,
+	// when set, wins.
 	StateDir string
+	// Journals keeps each cluster's objects (FileJournals, or Secrets of
+	// the management cluster); nil: StateDir decides.
+	Journals Journals
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -148,7 +150,7 @@ type Cluster struct {
 	key      types.NamespacedName
 	endpoint clusterv1.APIEndpoint
 	store    *store.Store
-	journal  *journal.Journal // nil without Options.StateDir
+	journal  Journal // nil without Options.Journals
 	listener net.Listener
 	cancel   context.CancelFunc
 	h        *Hosting
@@ -186,6 +188,9 @@ func New(opts Options) (*Hosting, error) {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = DefaultSweepInterval
 	}
+	if opts.Journals == nil && opts.StateDir != "" {
+		opts.Journals = FileJournals{Dir: opts.StateDir, Log: opts.Log}
+	}
 	h := &Hosting{
 		opts:     opts,
 		clusters: map[types.NamespacedName]*Cluster{},
@@ -203,7 +208,7 @@ func New(opts Options) (*Hosting, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.handler = handler
+	h.handler = h.durable(handler)
 	return h, nil
 }
 
@@ -396,7 +401,7 @@ func (h *Hosting) listen(port int) (net.Listener, error) {
 // start serves cluster on l, with the objects its journal kept when it is
 // served again on its recorded endpoint (resume); h.mu is held.
 func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (clusterv1.APIEndpoint, error) {
-	st, j, err := h.openStore(key, resume)
+	st, j, err := h.openStore(h.base, key, resume)
 	if err != nil {
 		_ = l.Close()
 		return clusterv1.APIEndpoint{}, err
@@ -430,27 +435,24 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 }
 
 // openStore makes cluster's store, kept in its journal when
-// Options.StateDir is set. A cluster served for the first time (no
+// Options.Journals is set. A cluster served for the first time (no
 // recorded endpoint: never served) starts empty, whatever a journal of an
 // earlier cluster of the same name left.
-func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store, *journal.Journal, error) {
-	if h.opts.StateDir == "" {
+func (h *Hosting) openStore(ctx context.Context, key types.NamespacedName, resume bool) (*store.Store, Journal, error) {
+	if h.opts.Journals == nil {
 		return store.New(store.Options{}), nil, nil
 	}
-	path := journal.Path(h.opts.StateDir, key.Namespace, key.Name)
-	if !resume {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("failed to remove the stale journal of cluster %s: %w", key, err)
-		}
-	}
-	j, restored, err := journal.Open(journal.Options{Path: path, Log: h.opts.Log.WithValues("cluster", key.String())})
+	j, restored, lastRV, err := h.opts.Journals.Open(ctx, key, resume)
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to read the objects of cluster %s: %w", key, err)
 	}
 	if len(restored) > 0 {
 		h.opts.Log.Info("Restored the workload cluster's objects", "cluster", key.String(), "objects", len(restored))
 	}
-	return store.New(store.Options{Restored: restored, Journal: j}), j, nil
+	// Versions only go forward: past what the journal recorded (a
+	// deletion's included) and past the clock, as a fresh store.
+	initial := max(lastRV, uint64(h.opts.Now().UnixMicro()))
+	return store.New(store.Options{Restored: restored, Journal: j, InitialResourceVersion: initial}), j, nil
 }
 
 // Hosts reports whether endpoint is one this process serves clusters on
