@@ -124,6 +124,10 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 	if err != nil {
 		return nil, err
 	}
+	leadership, err := m.workloadLeadership(mgr)
+	if err != nil {
+		return nil, err
+	}
 	h, err := hosting.New(hosting.Options{
 		Address:       m.opts.InMemoryWorkloadAddress,
 		AdvertiseHost: m.opts.InMemoryWorkloadAdvertiseHost,
@@ -173,7 +177,8 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 			}
 			return types.NamespacedName{Namespace: first.Namespace, Name: clusterNameOf(first)}, true, nil
 		},
-		Journals: journals,
+		Journals:   journals,
+		Leadership: leadership,
 		Handler:  apiserver.Options{OpenAPI: openAPI},
 		Log:      mgr.GetLogger().WithName("workload-api"),
 	})
@@ -199,6 +204,24 @@ func (m *Module) workloadJournals(mgr ctrl.Manager) (hosting.Journals, error) {
 		return nil, fmt.Errorf("failed to build the client of the workload state: %w", err)
 	}
 	return secretJournals{client: c, log: mgr.GetLogger().WithName("workload-state")}, nil
+}
+
+// workloadLeadership shares the endpoints among replicas when
+// --inmemory-workload-leader-lease names the Lease the leader publishes
+// its address in.
+func (m *Module) workloadLeadership(mgr ctrl.Manager) (*hosting.Leadership, error) {
+	if m.opts.InMemoryWorkloadLeaderLease == "" {
+		return nil, nil
+	}
+	namespace, name, err := m.opts.leaderLease()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the client of the workload API's leader Lease: %w", err)
+	}
+	return leaderLease{client: c, key: types.NamespacedName{Namespace: namespace, Name: name}}.leadership(mgr.Elected(), m.opts.InMemoryWorkloadAddress.String()), nil
 }
 
 // secretJournals keeps each cluster in Secrets owned by its

@@ -1,7 +1,11 @@
 package infra
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 	"net/netip"
 
 	"github.com/spf13/pflag"
@@ -49,6 +53,11 @@ type Options struct {
 	// cluster, in each cluster's namespace, which survive the pod and
 	// follow leadership).
 	InMemoryWorkloadState string
+	// InMemoryWorkloadLeaderLease (NAMESPACE/NAME) is the Lease where the
+	// leading replica publishes the address its workload API listeners
+	// answer on: with it every replica listens on every cluster's endpoint
+	// and the others forward to the leader. Empty: one replica serves.
+	InMemoryWorkloadLeaderLease string
 }
 
 // Values of InMemoryWorkloadState.
@@ -91,6 +100,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
 	fs.Var(stateFlag{&o.InMemoryWorkloadState}, "inmemory-workload-state",
 		"Where every inMemory workload cluster's objects are kept across restarts: dir (journal files in --inmemory-workload-state-dir; in memory only without one) or secrets (Secrets in each cluster's namespace, owned by its MonolithCluster: they survive the pod and follow leadership to another replica).")
+	fs.StringVar(&o.InMemoryWorkloadLeaderLease, "inmemory-workload-leader-lease", o.InMemoryWorkloadLeaderLease,
+		"NAMESPACE/NAME of the Lease where the leading replica publishes its --inmemory-workload-address: every replica then listens on every inMemory cluster's endpoint and forwards connections to the leader (with --leader-elect and several replicas). Empty: the leader alone listens.")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
 		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
 }
@@ -140,11 +151,31 @@ func (f advertiseHostFlag) Set(s string) error {
 
 func (advertiseHostFlag) Type() string { return "host" }
 
+// leaderLease splits InMemoryWorkloadLeaderLease.
+func (o Options) leaderLease() (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(o.InMemoryWorkloadLeaderLease, "/")
+	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("--inmemory-workload-leader-lease=%q is not NAMESPACE/NAME", o.InMemoryWorkloadLeaderLease)
+	}
+	return namespace, name, nil
+}
+
 // Validate checks what no single flag can: an unspecified listen address
 // needs an advertised host, which clients dial instead.
 func (o Options) Validate() error {
 	if o.InMemoryWorkloadAddress.IsUnspecified() && o.InMemoryWorkloadAdvertiseHost == "" {
 		return fmt.Errorf("--inmemory-workload-address=%s is not an address clients can dial: set --inmemory-workload-advertise-host too", o.InMemoryWorkloadAddress)
+	}
+	if o.InMemoryWorkloadLeaderLease != "" {
+		if _, _, err := o.leaderLease(); err != nil {
+			return err
+		}
+		if o.InMemoryWorkloadAddress.IsUnspecified() {
+			return fmt.Errorf("--inmemory-workload-leader-lease needs an --inmemory-workload-address the other replicas can dial, not %s", o.InMemoryWorkloadAddress)
+		}
+		if o.InMemoryWorkloadState != StateSecrets {
+			return errors.New("--inmemory-workload-leader-lease needs --inmemory-workload-state=secrets: the next leader reads the clusters' objects from there")
+		}
 	}
 	return nil
 }

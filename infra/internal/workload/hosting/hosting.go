@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,6 +112,10 @@ type Options struct {
 	// Journals keeps each cluster's objects (FileJournals, or Secrets of
 	// the management cluster); nil: StateDir decides.
 	Journals Journals
+	// Leadership, when set, makes this Hosting one of several replicas
+	// (see Leadership); nil: this process alone serves, and Hosting runs
+	// only on the leader of its manager.
+	Leadership *Leadership
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -143,13 +148,24 @@ type Hosting struct {
 	next     int
 	// stopped is set once Start has returned: no cluster is served after.
 	stopped bool
+	// leading: clusters get their stores and are served here, not
+	// forwarded. Always, without Options.Leadership.
+	leading bool
+
+	leaderMu   sync.Mutex
+	leaderAddr string
+	leaderAt   time.Time
 }
 
 // Cluster is one served workload cluster.
 type Cluster struct {
 	key      types.NamespacedName
 	endpoint clusterv1.APIEndpoint
-	store    *store.Store
+	// st is the cluster's store, nil while this replica forwards the
+	// cluster's connections to the leader; ready is closed once it is set.
+	st       atomic.Pointer[store.Store]
+	ready    chan struct{}
+	served   *connListener
 	journal  Journal // nil without Options.Journals
 	listener net.Listener
 	cancel   context.CancelFunc
@@ -196,6 +212,7 @@ func New(opts Options) (*Hosting, error) {
 		clusters: map[types.NamespacedName]*Cluster{},
 		byPort:   map[int]*Cluster{},
 		next:     opts.Ports.First,
+		leading:  opts.Leadership == nil,
 	}
 	h.base, h.stop = context.WithCancel(context.Background())
 	handlerOpts := opts.Handler
@@ -217,6 +234,15 @@ func New(opts Options) (*Hosting, error) {
 // ends.
 func (h *Hosting) Start(ctx context.Context) error {
 	defer h.shutdown()
+	if l := h.opts.Leadership; l != nil {
+		go func() {
+			select {
+			case <-l.Elected:
+				h.lead(ctx)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	ticker := time.NewTicker(h.opts.SweepInterval)
 	defer ticker.Stop()
 	h.serveOwn(ctx)
@@ -318,6 +344,9 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 		if want.IsValid() && want != c.endpoint {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))
 		}
+		if err := h.ensureStore(c); err != nil {
+			return clusterv1.APIEndpoint{}, err
+		}
 		return c.endpoint, nil
 	}
 	if err := h.loadReserved(ctx); err != nil {
@@ -401,36 +430,49 @@ func (h *Hosting) listen(port int) (net.Listener, error) {
 // start serves cluster on l, with the objects its journal kept when it is
 // served again on its recorded endpoint (resume); h.mu is held.
 func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (clusterv1.APIEndpoint, error) {
-	st, j, err := h.openStore(h.base, key, resume)
-	if err != nil {
-		_ = l.Close()
-		return clusterv1.APIEndpoint{}, err
+	var st *store.Store
+	var j Journal
+	if h.leading {
+		var err error
+		if st, j, err = h.openStore(h.base, key, resume); err != nil {
+			_ = l.Close()
+			return clusterv1.APIEndpoint{}, err
+		}
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithCancel(h.base)
 	c := &Cluster{
 		key:      key,
 		endpoint: clusterv1.APIEndpoint{Host: h.opts.AdvertiseHost, Port: int32(port)},
-		store:    st,
+		ready:    make(chan struct{}),
+		served:   newConnListener(l.Addr()),
 		journal:  j,
 		listener: l,
 		cancel:   cancel,
 		h:        h,
 		started:  h.opts.Now(),
 	}
+	if st != nil {
+		c.setStore(st)
+	}
 	h.clusters[key] = c
 	h.byPort[port] = c
 	delete(h.reserved, port)
 	log := h.opts.Log.WithValues("cluster", key.String(), "endpoint", endpointString(c.endpoint))
-	log.Info("Serving the workload API")
+	if st != nil {
+		log.Info("Serving the workload API")
+	} else {
+		log.Info("Forwarding the workload API to the leader")
+	}
 	cfg := apiserver.TLSConfig(func(*tls.ClientHelloInfo) (*apiserver.ClusterTLS, error) {
 		return c.loadTLS(ctx)
 	})
 	go func() {
-		if err := apiserver.Serve(ctx, l, h.handler, cfg); err != nil {
+		if err := apiserver.Serve(ctx, c.served, h.handler, cfg); err != nil {
 			log.Error(err, "The workload API listener stopped")
 		}
 	}()
+	go h.accept(ctx, c)
 	return c.endpoint, nil
 }
 
@@ -466,7 +508,10 @@ func (h *Hosting) Hosts(endpoint clusterv1.APIEndpoint) bool {
 func (h *Hosting) Cluster(key types.NamespacedName) *Cluster {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.clusters[key]
+	if c := h.clusters[key]; c != nil && c.Store() != nil {
+		return c
+	}
+	return nil
 }
 
 // Remove stops serving cluster: its listener closes, its open watches end
@@ -489,8 +534,11 @@ func (h *Hosting) remove(key types.NamespacedName, keep bool) {
 	}
 	c.cancel()
 	_ = c.listener.Close()
+	_ = c.served.Close()
 	c.closeEtcd()
-	c.store.Close()
+	if st := c.Store(); st != nil {
+		st.Close()
+	}
 	if c.journal != nil {
 		closeJournal := c.journal.Discard
 		if keep {
@@ -588,7 +636,11 @@ func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.store, nil
+	st := c.Store()
+	if st == nil {
+		return nil, apierrors.NewServiceUnavailable("this cluster's workload API is being loaded")
+	}
+	return st, nil
 }
 
 // Key names the cluster.
@@ -598,7 +650,12 @@ func (c *Cluster) Key() types.NamespacedName { return c.key }
 func (c *Cluster) Endpoint() clusterv1.APIEndpoint { return c.endpoint }
 
 // Store holds the cluster's workload objects.
-func (c *Cluster) Store() *store.Store { return c.store }
+func (c *Cluster) Store() *store.Store { return c.st.Load() }
+
+func (c *Cluster) setStore(st *store.Store) {
+	c.st.Store(st)
+	close(c.ready)
+}
 
 // CACertificate returns the PEM of the cluster CA, reading the
 // `<cluster>-ca` Secret if it was not read yet.
@@ -664,7 +721,7 @@ func (c *Cluster) etcdServer(ctx context.Context) (*etcd.Server, error) {
 		return nil, err
 	}
 	server, err := etcd.New(etcd.Options{
-		Store: c.store, CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
+		Store: c.Store(), CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
 		Log: c.h.opts.Log.WithValues("cluster", c.key.String()),
 	})
 	if err != nil {

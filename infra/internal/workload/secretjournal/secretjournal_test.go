@@ -193,7 +193,9 @@ func TestChangesAreGroupCommitted(t *testing.T) {
 	ns := env.Namespace(t, "group")
 	var mu sync.Mutex
 	var writes []time.Time
-	counting := interceptor.NewClient(env.Client.(client.WithWatch), interceptor.Funcs{
+	watching, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	counting := interceptor.NewClient(watching, interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			mu.Lock()
 			writes = append(writes, time.Now())
