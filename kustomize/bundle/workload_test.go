@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/capi-monolith/capi-monolith/infra"
 	"github.com/capi-monolith/capi-monolith/kustomize/bundle"
 )
 
@@ -39,6 +41,16 @@ func TestInfraDeploymentsAdvertiseAHeadlessServiceOfTheirPods(t *testing.T) {
 				headless = append(headless, s)
 			}
 		}
+		// The infra module's own check of its flags, as at start-up.
+		infraOpts := infra.DefaultOptions()
+		infraFlags := pflag.NewFlagSet("infra", pflag.ContinueOnError)
+		infraOpts.BindFlags(infraFlags)
+		infraFlags.VisitAll(func(f *pflag.Flag) {
+			if set := flags.Lookup(f.Name); set != nil && set.Changed {
+				g.Expect(f.Value.Set(set.Value.String())).To(Succeed(), f.Name)
+			}
+		})
+		g.Expect(infraOpts.Validate()).To(Succeed(), b.p.Label)
 		if !hasModule(b.p, "infra") {
 			g.Expect(headless).To(BeEmpty(), b.p.Label)
 			g.Expect(flags.Changed("inmemory-workload-advertise-host")).To(BeFalse(), b.p.Label)
@@ -59,6 +71,15 @@ func TestInfraDeploymentsAdvertiseAHeadlessServiceOfTheirPods(t *testing.T) {
 		}
 		// Only these: no other provider's pods carry its provider label.
 		g.Expect(selector).To(HaveKey(providerLabel))
+
+		// Two replicas: state in Secrets, the leader's address in a Lease
+		// of the namespace (the leader election Role's), failover within
+		// about 9 s.
+		replicas, _, _ := unstructured.NestedFieldNoCopy(deployment.Object, "spec", "replicas")
+		g.Expect(replicas).To(BeEquivalentTo(2))
+		g.Expect(flags.Lookup("inmemory-workload-state").Value.String()).To(Equal("secrets"))
+		g.Expect(flags.Lookup("inmemory-workload-leader-lease").Value.String()).To(HavePrefix(ns + "/"))
+		g.Expect(flags.Lookup("leader-elect-lease-duration").Value.String()).To(Equal("8s"))
 	}
 }
 
