@@ -179,8 +179,8 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 		},
 		Journals:   journals,
 		Leadership: leadership,
-		Handler:  apiserver.Options{OpenAPI: openAPI},
-		Log:      mgr.GetLogger().WithName("workload-api"),
+		Handler:    apiserver.Options{OpenAPI: openAPI},
+		Log:        mgr.GetLogger().WithName("workload-api"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up the inMemory workload API: %w", err)
