@@ -22,12 +22,13 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 // clusterCA makes cluster's CA Secret as the control plane provider does,
 // returns a reader holding it and a client config for the cluster's
 // endpoint, which dials dialTo whatever the endpoint's host resolves to.
-func clusterCA(g Gomega, cluster client.ObjectKey, endpoint clusterv1.APIEndpoint, dialTo string) (client.Reader, *rest.Config) {
+func clusterCA(g Gomega, cluster client.ObjectKey, endpoint clusterv1.APIEndpoint, address string) (client.Reader, *rest.Config) {
 	certificates := secret.NewCertificatesForInitialControlPlane(nil)
 	g.Expect(certificates.Generate()).To(Succeed())
 	ca := certificates.GetByPurpose(secret.ClusterCA)
@@ -42,12 +43,19 @@ func clusterCA(g Gomega, cluster client.ObjectKey, endpoint clusterv1.APIEndpoin
 	restCfg, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
 	g.Expect(err).NotTo(HaveOccurred())
 	restCfg.Timeout = 10 * time.Second
-	restCfg.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, dialTo)
-	}
+	restCfg.Dial = dialTo(address)
 	return reader, restCfg
 }
+
+// dialTo dials address whatever the client asks for.
+func dialTo(address string) func(ctx context.Context, network, _ string) (net.Conn, error) {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
+	}
+}
+
+var configMapsResource = store.Resource{Resource: "configmaps", Namespaced: true}
 
 // With an advertised host, the listeners open on the listen address (here
 // every interface) and the endpoint names the advertised host, which the
