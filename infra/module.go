@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +29,8 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/webhooks"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/hosting"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/secretjournal"
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 	"github.com/capi-monolith/capi-monolith/infra/machines"
 	"github.com/capi-monolith/capi-monolith/modules"
 )
@@ -98,9 +104,15 @@ func (m *Module) SetupWithManager(ctx context.Context, shared modules.Shared) er
 	return nil
 }
 
+// The workload state's Secrets (--inmemory-workload-state=secrets).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
+
 // workloadHosting builds what serves the inMemory clusters' workload API,
 // one listener per cluster, closed when the manager stops.
 func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting.Hosting, error) {
+	if err := m.opts.Validate(); err != nil {
+		return nil, err
+	}
 	// The management cluster's kube-apiserver serves the same built-in
 	// kinds: its OpenAPI, filtered to what the workload API serves, is the
 	// workload API's.
@@ -108,12 +120,21 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up the inMemory workload API's OpenAPI source: %w", err)
 	}
+	journals, err := m.workloadJournals(mgr)
+	if err != nil {
+		return nil, err
+	}
+	leadership, err := m.workloadLeadership(mgr)
+	if err != nil {
+		return nil, err
+	}
 	h, err := hosting.New(hosting.Options{
-		Address:  m.opts.InMemoryWorkloadAddress,
-		Ports:    m.opts.InMemoryWorkloadPorts,
-		StateDir: m.opts.InMemoryWorkloadStateDir,
-		Limits:   m.opts.InMemoryWorkloadLimits,
-		Secrets:  mgr.GetAPIReader(),
+		Address:       m.opts.InMemoryWorkloadAddress,
+		AdvertiseHost: m.opts.InMemoryWorkloadAdvertiseHost,
+		Ports:         m.opts.InMemoryWorkloadPorts,
+		StateDir:      m.opts.InMemoryWorkloadStateDir,
+		Limits:        m.opts.InMemoryWorkloadLimits,
+		Secrets:       mgr.GetAPIReader(),
 		Endpoints: func(ctx context.Context) ([]clusterv1.APIEndpoint, error) {
 			list := &v1alpha1.MonolithClusterList{}
 			if err := mgr.GetClient().List(ctx, list); err != nil {
@@ -157,8 +178,10 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 			}
 			return types.NamespacedName{Namespace: first.Namespace, Name: clusterNameOf(first)}, true, nil
 		},
-		Handler: apiserver.Options{OpenAPI: openAPI},
-		Log:     mgr.GetLogger().WithName("workload-api"),
+		Journals:   journals,
+		Leadership: leadership,
+		Handler:    apiserver.Options{OpenAPI: openAPI},
+		Log:        mgr.GetLogger().WithName("workload-api"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up the inMemory workload API: %w", err)
@@ -167,6 +190,70 @@ func (m *Module) workloadHosting(mgr ctrl.Manager, watchFilter string) (*hosting
 		return nil, fmt.Errorf("failed to add the inMemory workload API: %w", err)
 	}
 	return h, nil
+}
+
+// workloadJournals keeps the workload clusters' objects as
+// --inmemory-workload-state says: nil leaves it to hosting's StateDir.
+func (m *Module) workloadJournals(mgr ctrl.Manager) (hosting.Journals, error) {
+	if m.opts.InMemoryWorkloadState != StateSecrets {
+		return nil, nil
+	}
+	// Reads of the state must not come from a cache, and Secrets are not
+	// cached by the manager.
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the client of the workload state: %w", err)
+	}
+	return secretJournals{client: c, log: mgr.GetLogger().WithName("workload-state")}, nil
+}
+
+// workloadLeadership shares the endpoints among replicas when
+// --inmemory-workload-leader-lease names the Lease the leader publishes
+// its address in.
+func (m *Module) workloadLeadership(mgr ctrl.Manager) (*hosting.Leadership, error) {
+	if m.opts.InMemoryWorkloadLeaderLease == "" {
+		return nil, nil
+	}
+	namespace, name, err := m.opts.leaderLease()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the client of the workload API's leader Lease: %w", err)
+	}
+	return leaderLease{client: c, key: types.NamespacedName{Namespace: namespace, Name: name}}.leadership(mgr.Elected(), m.opts.InMemoryWorkloadAddress.String()), nil
+}
+
+// secretJournals keeps each cluster in Secrets owned by its
+// MonolithCluster.
+type secretJournals struct {
+	client client.Client
+	log    logr.Logger
+}
+
+// Open implements hosting.Journals.
+func (s secretJournals) Open(ctx context.Context, cluster types.NamespacedName, resume bool) (hosting.Journal, []store.Restored, uint64, error) {
+	list := &v1alpha1.MonolithClusterList{}
+	if err := s.client.List(ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
+		return nil, nil, 0, fmt.Errorf("failed to list MonolithClusters: %w", err)
+	}
+	var owner metav1.OwnerReference
+	for i := range list.Items {
+		if mc := &list.Items[i]; clusterNameOf(mc) == cluster.Name && mc.DeletionTimestamp.IsZero() {
+			owner = metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MonolithCluster", Name: mc.Name, UID: mc.UID}
+		}
+	}
+	if owner.UID == "" {
+		return nil, nil, 0, fmt.Errorf("no MonolithCluster of cluster %s to own its state", cluster)
+	}
+	j, restored, lastRV, err := secretjournal.Open(ctx, secretjournal.Options{
+		Client: s.client, Cluster: cluster, Owner: owner, Resume: resume, Log: s.log.WithValues("cluster", cluster.String()),
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return j, restored, lastRV, nil
 }
 
 // clusterNameOf is the name of the MonolithCluster's Cluster: its owner,

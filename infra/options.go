@@ -1,7 +1,11 @@
 package infra
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 	"net/netip"
 	"strconv"
 
@@ -31,8 +35,13 @@ type Options struct {
 	// cluster's kube-system namespace, read at start-up.
 	DockerManagementCluster string
 	// InMemoryWorkloadAddress is the IP address the inMemory clusters'
-	// workload API listeners are opened on, and their endpoints' host.
+	// workload API listeners are opened on, and their endpoints' host
+	// unless InMemoryWorkloadAdvertiseHost is set.
 	InMemoryWorkloadAddress netip.Addr
+	// InMemoryWorkloadAdvertiseHost is the endpoints' host (a DNS name or
+	// an IP address) when it is not the listen address: in an installed
+	// provider, the headless Service's name, which outlives the pod's IP.
+	InMemoryWorkloadAdvertiseHost string
 	// InMemoryWorkloadPorts are the ports those listeners take, one per
 	// cluster.
 	InMemoryWorkloadPorts hosting.PortRange
@@ -44,7 +53,24 @@ type Options struct {
 	// InMemoryWorkloadLimits bound each inMemory cluster's workload API:
 	// objects, their bytes, open watches and requests in flight.
 	InMemoryWorkloadLimits store.Limits
+	// InMemoryWorkloadState is where every inMemory cluster's workload
+	// objects are kept: StateDir (files in InMemoryWorkloadStateDir, or
+	// nowhere without one) or StateSecrets (Secrets of the management
+	// cluster, in each cluster's namespace, which survive the pod and
+	// follow leadership).
+	InMemoryWorkloadState string
+	// InMemoryWorkloadLeaderLease (NAMESPACE/NAME) is the Lease where the
+	// leading replica publishes the address its workload API listeners
+	// answer on: with it every replica listens on every cluster's endpoint
+	// and the others forward to the leader. Empty: one replica serves.
+	InMemoryWorkloadLeaderLease string
 }
+
+// Values of InMemoryWorkloadState.
+const (
+	StateDir     = "dir"
+	StateSecrets = "secrets"
+)
 
 // DefaultOptions returns the options the flags default to.
 func DefaultOptions() Options {
@@ -59,6 +85,7 @@ func DefaultOptions() Options {
 			MaxWatches:          store.DefaultMaxWatches,
 			MaxRequestsInFlight: store.DefaultMaxRequestsInFlight,
 		},
+		InMemoryWorkloadState: StateDir,
 	}
 }
 
@@ -78,9 +105,15 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Identity of this management cluster on the Docker Engine (at most 63 characters of [A-Za-z0-9_.-]): the docker backend labels its containers and networks "+
 			docker.LabelManagementCluster+"=<identity> and finds, adopts and deletes only those. Empty: the UID of the kube-system namespace.")
 	fs.Var(workloadAddressFlag{&o.InMemoryWorkloadAddress}, "inmemory-workload-address",
-		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (not 0.0.0.0).")
+		"IP address the inMemory clusters' workload Kubernetes APIs listen on, one port per cluster; without --inmemory-workload-advertise-host it is their control plane endpoint's host, so it must be one Cluster API's controllers and kubectl can dial (0.0.0.0 or :: only with an advertised host).")
+	fs.Var(advertiseHostFlag{&o.InMemoryWorkloadAdvertiseHost}, "inmemory-workload-advertise-host",
+		"Host (DNS name or IP address) recorded in the inMemory clusters' control plane endpoints and named by their serving certificates, when it is not --inmemory-workload-address: the bundle sets the headless workload Service's DNS name. Empty: the listen address.")
 	fs.StringVar(&o.InMemoryWorkloadStateDir, "inmemory-workload-state-dir", o.InMemoryWorkloadStateDir,
 		"Folder that keeps every inMemory workload cluster's objects across restarts (one journal file per cluster, mode 0600); empty keeps them in memory only.")
+	fs.Var(stateFlag{&o.InMemoryWorkloadState}, "inmemory-workload-state",
+		"Where every inMemory workload cluster's objects are kept across restarts: dir (journal files in --inmemory-workload-state-dir; in memory only without one) or secrets (Secrets in each cluster's namespace, owned by its MonolithCluster: they survive the pod and follow leadership to another replica).")
+	fs.StringVar(&o.InMemoryWorkloadLeaderLease, "inmemory-workload-leader-lease", o.InMemoryWorkloadLeaderLease,
+		"NAMESPACE/NAME of the Lease where the leading replica publishes its --inmemory-workload-address: every replica then listens on every inMemory cluster's endpoint and forwards connections to the leader (with --leader-elect and several replicas). Empty: the leader alone listens.")
 	fs.Var(portRangeFlag{&o.InMemoryWorkloadPorts}, "inmemory-workload-port-range",
 		"Ports (FIRST-LAST) the inMemory clusters' workload API listeners take, one per cluster.")
 	fs.Var(&minIntFlag{v: &o.InMemoryWorkloadLimits.MaxObjects, min: minWorkloadObjects}, "inmemory-workload-max-objects",
@@ -175,14 +208,83 @@ func (f workloadAddressFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not an IP address", s)
 	}
-	if a.IsUnspecified() {
-		return fmt.Errorf("%s is not an address clients can dial: name the interface's own address", s)
-	}
 	*f.v = a
 	return nil
 }
 
 func (workloadAddressFlag) Type() string { return "ip" }
+
+// advertiseHostFlag rejects a host clients cannot dial when the flags are
+// parsed.
+type advertiseHostFlag struct{ v *string }
+
+func (f advertiseHostFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f advertiseHostFlag) Set(s string) error {
+	if s != "" {
+		if err := hosting.ValidateAdvertiseHost(s); err != nil {
+			return err
+		}
+	}
+	*f.v = s
+	return nil
+}
+
+func (advertiseHostFlag) Type() string { return "host" }
+
+// leaderLease splits InMemoryWorkloadLeaderLease.
+func (o Options) leaderLease() (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(o.InMemoryWorkloadLeaderLease, "/")
+	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("--inmemory-workload-leader-lease=%q is not NAMESPACE/NAME", o.InMemoryWorkloadLeaderLease)
+	}
+	return namespace, name, nil
+}
+
+// Validate checks what no single flag can: an unspecified listen address
+// needs an advertised host, which clients dial instead.
+func (o Options) Validate() error {
+	if o.InMemoryWorkloadAddress.IsUnspecified() && o.InMemoryWorkloadAdvertiseHost == "" {
+		return fmt.Errorf("--inmemory-workload-address=%s is not an address clients can dial: set --inmemory-workload-advertise-host too", o.InMemoryWorkloadAddress)
+	}
+	if o.InMemoryWorkloadLeaderLease != "" {
+		if _, _, err := o.leaderLease(); err != nil {
+			return err
+		}
+		if o.InMemoryWorkloadAddress.IsUnspecified() {
+			return fmt.Errorf("--inmemory-workload-leader-lease needs an --inmemory-workload-address the other replicas can dial, not %s", o.InMemoryWorkloadAddress)
+		}
+		if o.InMemoryWorkloadState != StateSecrets {
+			return errors.New("--inmemory-workload-leader-lease needs --inmemory-workload-state=secrets: the next leader reads the clusters' objects from there")
+		}
+	}
+	return nil
+}
+
+// stateFlag accepts the values of InMemoryWorkloadState.
+type stateFlag struct{ v *string }
+
+func (f stateFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f stateFlag) Set(s string) error {
+	if s != StateDir && s != StateSecrets {
+		return fmt.Errorf("%q is neither %s nor %s", s, StateDir, StateSecrets)
+	}
+	*f.v = s
+	return nil
+}
+
+func (stateFlag) Type() string { return "dir|secrets" }
 
 // portRangeFlag parses FIRST-LAST.
 type portRangeFlag struct{ v *hosting.PortRange }

@@ -52,9 +52,23 @@ func TestInMemoryWorkloadFlags(t *testing.T) {
 	g.Expect(o.InMemoryWorkloadAddress.String()).To(Equal("10.0.0.5"))
 	g.Expect(o.InMemoryWorkloadPorts.Size()).To(Equal(10))
 
-	for _, bad := range []string{"0.0.0.0", "::", "localhost", "10.0.0.300"} {
+	for _, bad := range []string{"localhost", "10.0.0.300"} {
 		_, err = parse("--inmemory-workload-address=" + bad)
 		g.Expect(err).To(HaveOccurred(), "address %q", bad)
+	}
+	// Every interface, only with a host clients dial instead.
+	for _, any := range []string{"0.0.0.0", "::"} {
+		o, err = parse("--inmemory-workload-address=" + any)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o.Validate()).To(MatchError(ContainSubstring("--inmemory-workload-advertise-host")), any)
+	}
+	o, err = parse("--inmemory-workload-address=0.0.0.0", "--inmemory-workload-advertise-host=capi-monolith-infrastructure-workload.capi-monolith-infrastructure.svc")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.Validate()).To(Succeed())
+	g.Expect(o.InMemoryWorkloadAdvertiseHost).To(Equal("capi-monolith-infrastructure-workload.capi-monolith-infrastructure.svc"))
+	for _, bad := range []string{"0.0.0.0", "Not_A_Name", "a..b"} {
+		_, err = parse("--inmemory-workload-advertise-host=" + bad)
+		g.Expect(err).To(HaveOccurred(), "advertised host %q", bad)
 	}
 	for _, bad := range []string{"0-10", "20-10", "1-70000", "a-b", "100-"} {
 		_, err = parse("--inmemory-workload-port-range=" + bad)

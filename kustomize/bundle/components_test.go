@@ -360,7 +360,7 @@ func moduleCRDs(t *testing.T, module string) []string {
 }
 
 // bundleFlags are the manager flags an overlay sets for itself.
-var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register", "--runtimeext-extension-config-owner="}
+var bundleFlags = []string{"--enable-modules=", "--leader-elect-id=", "--runtimeext-service-name=", "--runtimeext-ca-secret=", "--runtimeext-self-register", "--runtimeext-extension-config-owner=", "--inmemory-workload-"}
 
 // sharedManagerSpec is a Deployment's pod spec without what differs by
 // design between bundles: names (ServiceAccount, Secret), the provider

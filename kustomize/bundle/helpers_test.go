@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -101,6 +102,48 @@ func namespaced(g Gomega, o unstructured.Unstructured) bool {
 // managerFlags parses the manager container's args of the one Deployment
 // in objs with the binary's own flags (as main.go binds them), so an arg
 // the binary does not know fails the test.
+// samplePod are the downward API's values of the pod podEnv pretends the
+// Deployment made.
+var samplePod = map[string]string{
+	"metadata.name": "manager-7d9f8-abcde",
+	"metadata.uid":  "0b7e1f4c-6f7a-4b43-9f0e-2f3d5c1a9e11",
+	"status.podIP":  "10.244.1.7",
+}
+
+// podEnv is the container's environment as the kubelet would set it in a
+// pod of deployment: plain values, and downward API fields of samplePod
+// (metadata.namespace: the Deployment's).
+func podEnv(g Gomega, deployment unstructured.Unstructured, container map[string]any) map[string]string {
+	env := map[string]string{}
+	list, _, err := unstructured.NestedSlice(container, "env")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, e := range list {
+		e := e.(map[string]any)
+		name := e["name"].(string)
+		if v, ok := e["value"].(string); ok {
+			env[name] = v
+			continue
+		}
+		path, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath")
+		switch {
+		case path == "metadata.namespace":
+			env[name] = deployment.GetNamespace()
+		case samplePod[path] != "":
+			env[name] = samplePod[path]
+		}
+	}
+	return env
+}
+
+// expand replaces $(NAME) by env's NAME, as the kubelet expands a
+// container's args; an unknown name stays as written.
+func expand(arg string, env map[string]string) string {
+	for name, v := range env {
+		arg = strings.ReplaceAll(arg, "$("+name+")", v)
+	}
+	return arg
+}
+
 func managerFlags(t *testing.T, objs []unstructured.Unstructured) (*pflag.FlagSet, manager.Options) {
 	t.Helper()
 	g := NewWithT(t)
@@ -116,8 +159,9 @@ func managerFlags(t *testing.T, objs []unstructured.Unstructured) (*pflag.FlagSe
 			continue
 		}
 		found = true
+		env := podEnv(g, deployments[0], c)
 		for _, a := range c["args"].([]any) {
-			args = append(args, a.(string))
+			args = append(args, expand(a.(string), env))
 		}
 	}
 	g.Expect(found).To(BeTrue(), "no container named manager (clusterctl's contract)")

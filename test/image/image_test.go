@@ -198,8 +198,17 @@ func startProvider(t *testing.T, comps clusterctl.Components) *provider {
 		"-v", kcDir+":"+kubeconfigDir+":ro",
 		"-v", saDir+":"+serviceAccountDir+":ro",
 		"-e", "POD_NAMESPACE="+p.namespace, "-e", "POD_NAME="+p.container, "-e", "POD_UID="+p.container,
+		// Host network: the pod's IP is the host's; loopback here.
+		"-e", "POD_IP=127.0.0.1",
 		d.Spec.Template.Spec.Containers[0].Image)
-	args = append(args, d.Spec.Template.Spec.Containers[0].Args...)
+	// The kubelet expands $(VAR) in args from the container's environment.
+	podEnv := map[string]string{"POD_NAMESPACE": p.namespace, "POD_NAME": p.container, "POD_UID": p.container, "POD_IP": "127.0.0.1"}
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		for k, v := range podEnv {
+			a = strings.ReplaceAll(a, "$("+k+")", v)
+		}
+		args = append(args, a)
+	}
 	// Host network: ports the Deployment's pod would have to itself are
 	// moved to free ones (later flags win), and the kubeconfig stands in
 	// for in-cluster credentials.

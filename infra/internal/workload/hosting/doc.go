@@ -10,8 +10,11 @@
 // name when that host is an IP address, and a port tells the cluster apart
 // before any byte of the handshake.
 //
-// Nothing here survives a restart but the endpoint, which the MonolithCluster
-// records: a restarted process binds the recorded port again and the
-// workload objects are made anew from the Cluster API objects (the
-// inMemory backend registers every bootstrapped machine's node again).
+// The endpoint's host is the advertised host (a headless Service's DNS
+// name when installed) or the listen address. The MonolithCluster records
+// the endpoint: a restarted process binds the recorded port again. The
+// workload objects survive a restart in the cluster's Journal (a file, or
+// Secrets of the management cluster); a write through the workload API is
+// answered once its journal keeps it. With Leadership, several replicas
+// listen on every endpoint and the followers forward to the leader.
 package hosting

@@ -10,11 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,13 +31,13 @@ import (
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/apiserver"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/controllers"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/etcd"
-	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
 // ErrNotHosted is returned for an endpoint this process cannot serve: a
-// host other than Options.Address, or a port outside Options.Ports (an
-// endpoint a person set in the spec).
+// host other than the advertised one (Options.AdvertiseHost, else
+// Options.Address), or a port outside Options.Ports (an endpoint a person
+// set in the spec).
 var ErrNotHosted = errors.New("the endpoint is not on the workload API address and port range")
 
 // ErrEndpointInUse is returned for a recorded endpoint another process
@@ -69,10 +69,15 @@ const DefaultSweepInterval = 15 * time.Second
 
 // Options configure Hosting.
 type Options struct {
-	// Address is the IP address every cluster listener is opened on and
-	// its endpoint's host. Required; not an unspecified address (0.0.0.0
-	// or ::): the endpoint must be one clients can dial.
+	// Address is the IP address every cluster listener is opened on.
+	// Required. Without AdvertiseHost it is also the endpoints' host, so
+	// it may be unspecified (0.0.0.0 or ::) only with an AdvertiseHost.
 	Address netip.Addr
+	// AdvertiseHost is the host recorded in every endpoint, which clients
+	// dial and the serving certificates name: a DNS name resolving to this
+	// process (a headless Service's, in an installed provider, so that the
+	// endpoint outlives the pod's IP) or an IP address. Empty: Address.
+	AdvertiseHost string
 	// Ports are the ports cluster listeners take. Default DefaultPortRange.
 	Ports PortRange
 	// Secrets reads the clusters' CA Secrets; Secrets are not cached, so
@@ -102,11 +107,19 @@ type Options struct {
 	// StateDir keeps each cluster's objects in a journal file
 	// (journal.Path(StateDir, namespace, name)), so that they survive a
 	// restart of the process: a cluster served again on its recorded
-	// endpoint gets them back. Empty keeps them in memory only.
+	// endpoint gets them back. Empty keeps them in memory only. Journals,
+	// when set, wins.
 	StateDir string
 	// Limits bound each cluster's store (store.Limits; zero fields take
 	// their defaults).
 	Limits store.Limits
+	// Journals keeps each cluster's objects (FileJournals, or Secrets of
+	// the management cluster); nil: StateDir decides.
+	Journals Journals
+	// Leadership, when set, makes this Hosting one of several replicas
+	// (see Leadership); nil: this process alone serves, and Hosting runs
+	// only on the leader of its manager.
+	Leadership *Leadership
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -144,21 +157,33 @@ type Hosting struct {
 	next     int
 	// stopped is set once Start has returned: no cluster is served after.
 	stopped bool
+	// leading: clusters get their stores and are served here, not
+	// forwarded. Always, without Options.Leadership.
+	leading bool
+
+	leaderMu   sync.Mutex
+	leaderAddr string
+	leaderAt   time.Time
 }
 
 // Cluster is one served workload cluster.
 type Cluster struct {
 	key      types.NamespacedName
 	endpoint clusterv1.APIEndpoint
-	store    *store.Store
-	journal  *journal.Journal // nil without Options.StateDir
+	// st is the cluster's store, nil while this replica forwards the
+	// cluster's connections to the leader; ready is closed once it is set.
+	st       atomic.Pointer[store.Store]
+	ready    chan struct{}
+	served   *connListener
+	journal  Journal // nil without Options.Journals
 	listener net.Listener
 	cancel   context.CancelFunc
 	h        *Hosting
 	started  time.Time
 
-	// controllers run on store while the cluster is served.
-	controllers *controllers.Cluster
+	// controllers run on the store while the cluster is served; set with
+	// the store (a follower's forwarded cluster has neither).
+	controllers atomic.Pointer[controllers.Cluster]
 
 	tlsMu   sync.Mutex
 	tls     *apiserver.ClusterTLS
@@ -174,8 +199,8 @@ type Cluster struct {
 
 // New returns Hosting with no cluster served.
 func New(opts Options) (*Hosting, error) {
-	if !opts.Address.IsValid() || opts.Address.IsUnspecified() {
-		return nil, fmt.Errorf("the workload API address must be an IP address clients can dial, not %q", opts.Address)
+	if err := validateAddresses(&opts); err != nil {
+		return nil, err
 	}
 	if opts.Ports == (PortRange{}) {
 		opts.Ports = DefaultPortRange
@@ -192,11 +217,15 @@ func New(opts Options) (*Hosting, error) {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = DefaultSweepInterval
 	}
+	if opts.Journals == nil && opts.StateDir != "" {
+		opts.Journals = FileJournals{Dir: opts.StateDir, Log: opts.Log}
+	}
 	h := &Hosting{
 		opts:     opts,
 		clusters: map[types.NamespacedName]*Cluster{},
 		byPort:   map[int]*Cluster{},
 		next:     opts.Ports.First,
+		leading:  opts.Leadership == nil,
 	}
 	h.base, h.stop = context.WithCancel(context.Background())
 	h.collector = store.NewCollector(store.CollectorOptions{})
@@ -211,7 +240,7 @@ func New(opts Options) (*Hosting, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.handler = handler
+	h.handler = h.durable(handler)
 	return h, nil
 }
 
@@ -220,6 +249,15 @@ func New(opts Options) (*Hosting, error) {
 // ends.
 func (h *Hosting) Start(ctx context.Context) error {
 	defer h.shutdown()
+	if l := h.opts.Leadership; l != nil {
+		go func() {
+			select {
+			case <-l.Elected:
+				h.lead(ctx)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	ticker := time.NewTicker(h.opts.SweepInterval)
 	defer ticker.Stop()
 	h.serveOwn(ctx)
@@ -324,6 +362,9 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 		if want.IsValid() && want != c.endpoint {
 			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))
 		}
+		if err := h.ensureStore(c); err != nil {
+			return clusterv1.APIEndpoint{}, err
+		}
 		return c.endpoint, nil
 	}
 	if err := h.loadReserved(ctx); err != nil {
@@ -407,63 +448,72 @@ func (h *Hosting) listen(port int) (net.Listener, error) {
 // start serves cluster on l, with the objects its journal kept when it is
 // served again on its recorded endpoint (resume); h.mu is held.
 func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (clusterv1.APIEndpoint, error) {
-	st, j, err := h.openStore(key, resume)
-	if err != nil {
-		_ = l.Close()
-		return clusterv1.APIEndpoint{}, err
+	var st *store.Store
+	var j Journal
+	if h.leading {
+		var err error
+		if st, j, err = h.openStore(h.base, key, resume); err != nil {
+			_ = l.Close()
+			return clusterv1.APIEndpoint{}, err
+		}
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithCancel(h.base)
 	c := &Cluster{
 		key:      key,
-		endpoint: clusterv1.APIEndpoint{Host: h.opts.Address.String(), Port: int32(port)},
-		store:    st,
+		endpoint: clusterv1.APIEndpoint{Host: h.opts.AdvertiseHost, Port: int32(port)},
+		ready:    make(chan struct{}),
+		served:   newConnListener(l.Addr()),
 		journal:  j,
 		listener: l,
 		cancel:   cancel,
 		h:        h,
 		started:  h.opts.Now(),
 	}
-	c.controllers = h.controllers.Add(key.String(), st)
+	if st != nil {
+		c.setStore(st)
+	}
 	h.clusters[key] = c
 	h.byPort[port] = c
 	delete(h.reserved, port)
 	log := h.opts.Log.WithValues("cluster", key.String(), "endpoint", endpointString(c.endpoint))
-	log.Info("Serving the workload API")
+	if st != nil {
+		log.Info("Serving the workload API")
+	} else {
+		log.Info("Forwarding the workload API to the leader")
+	}
 	cfg := apiserver.TLSConfig(func(*tls.ClientHelloInfo) (*apiserver.ClusterTLS, error) {
 		return c.loadTLS(ctx)
 	})
 	go func() {
-		if err := apiserver.Serve(ctx, l, h.handler, cfg); err != nil {
+		if err := apiserver.Serve(ctx, c.served, h.handler, cfg); err != nil {
 			log.Error(err, "The workload API listener stopped")
 		}
 	}()
+	go h.accept(ctx, c)
 	return c.endpoint, nil
 }
 
 // openStore makes cluster's store, kept in its journal when
-// Options.StateDir is set. A cluster served for the first time (no
+// Options.Journals is set. A cluster served for the first time (no
 // recorded endpoint: never served) starts empty, whatever a journal of an
 // earlier cluster of the same name left.
-func (h *Hosting) openStore(key types.NamespacedName, resume bool) (*store.Store, *journal.Journal, error) {
-	if h.opts.StateDir == "" {
+func (h *Hosting) openStore(ctx context.Context, key types.NamespacedName, resume bool) (*store.Store, Journal, error) {
+	if h.opts.Journals == nil {
 		return store.New(h.storeOptions()), nil, nil
 	}
-	path := journal.Path(h.opts.StateDir, key.Namespace, key.Name)
-	if !resume {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("failed to remove the stale journal of cluster %s: %w", key, err)
-		}
-	}
-	j, restored, err := journal.Open(journal.Options{Path: path, Log: h.opts.Log.WithValues("cluster", key.String())})
+	j, restored, lastRV, err := h.opts.Journals.Open(ctx, key, resume)
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to read the objects of cluster %s: %w", key, err)
 	}
 	if len(restored) > 0 {
 		h.opts.Log.Info("Restored the workload cluster's objects", "cluster", key.String(), "objects", len(restored))
 	}
+	// Versions only go forward: past what the journal recorded (a
+	// deletion's included) and past the clock, as a fresh store.
+	initial := max(lastRV, uint64(h.opts.Now().UnixMicro()))
 	opts := h.storeOptions()
-	opts.Restored, opts.Journal = restored, j
+	opts.Restored, opts.Journal, opts.InitialResourceVersion = restored, j, initial
 	return store.New(opts), j, nil
 }
 
@@ -475,14 +525,17 @@ func (h *Hosting) storeOptions() store.Options {
 // (its address and port range), whether or not a cluster is served there
 // now.
 func (h *Hosting) Hosts(endpoint clusterv1.APIEndpoint) bool {
-	return endpoint.Host == h.opts.Address.String() && h.opts.Ports.Contains(int(endpoint.Port))
+	return endpoint.Host == h.opts.AdvertiseHost && h.opts.Ports.Contains(int(endpoint.Port))
 }
 
 // Cluster returns the served cluster, or nil.
 func (h *Hosting) Cluster(key types.NamespacedName) *Cluster {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.clusters[key]
+	if c := h.clusters[key]; c != nil && c.Store() != nil {
+		return c
+	}
+	return nil
 }
 
 // Remove stops serving cluster: its listener closes, its open watches end
@@ -504,10 +557,15 @@ func (h *Hosting) remove(key types.NamespacedName, keep bool) {
 		return
 	}
 	c.cancel()
-	c.controllers.Stop()
+	if ctl := c.controllers.Load(); ctl != nil {
+		ctl.Stop()
+	}
 	_ = c.listener.Close()
+	_ = c.served.Close()
 	c.closeEtcd()
-	c.store.Close()
+	if st := c.Store(); st != nil {
+		st.Close()
+	}
 	if c.journal != nil {
 		closeJournal := c.journal.Discard
 		if keep {
@@ -605,7 +663,11 @@ func (h *Hosting) storeFor(r *http.Request) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.store, nil
+	st := c.Store()
+	if st == nil {
+		return nil, apierrors.NewServiceUnavailable("this cluster's workload API is being loaded")
+	}
+	return st, nil
 }
 
 // Key names the cluster.
@@ -615,7 +677,13 @@ func (c *Cluster) Key() types.NamespacedName { return c.key }
 func (c *Cluster) Endpoint() clusterv1.APIEndpoint { return c.endpoint }
 
 // Store holds the cluster's workload objects.
-func (c *Cluster) Store() *store.Store { return c.store }
+func (c *Cluster) Store() *store.Store { return c.st.Load() }
+
+func (c *Cluster) setStore(st *store.Store) {
+	c.st.Store(st)
+	c.controllers.Store(c.h.controllers.Add(c.key.String(), st))
+	close(c.ready)
+}
 
 // CACertificate returns the PEM of the cluster CA, reading the
 // `<cluster>-ca` Secret if it was not read yet.
@@ -648,11 +716,7 @@ func (c *Cluster) loadTLS(ctx context.Context) (*apiserver.ClusterTLS, error) {
 		c.lastErr = err
 		return nil, err
 	}
-	hosts := []string{c.endpoint.Host}
-	if c.h.opts.Address.IsLoopback() {
-		hosts = append(hosts, "localhost")
-	}
-	t, err := apiserver.NewClusterTLS(cert, key, hosts, now)
+	t, err := apiserver.NewClusterTLS(cert, key, c.h.certificateHosts(), now)
 	if err != nil {
 		c.lastErr = fmt.Errorf("the CA of cluster %s: %w", c.key, err)
 		return nil, c.lastErr
@@ -685,7 +749,7 @@ func (c *Cluster) etcdServer(ctx context.Context) (*etcd.Server, error) {
 		return nil, err
 	}
 	server, err := etcd.New(etcd.Options{
-		Store: c.store, CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
+		Store: c.Store(), CACertPEM: cert, CAKeyPEM: key, Now: c.h.opts.Now,
 		Log: c.h.opts.Log.WithValues("cluster", c.key.String()),
 	})
 	if err != nil {

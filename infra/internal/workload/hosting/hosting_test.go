@@ -151,7 +151,7 @@ func TestEndpointsElsewhereAreNotHosted(t *testing.T) {
 func TestAddressMustBeDialable(t *testing.T) {
 	g := NewWithT(t)
 	_, err := hosting.New(hosting.Options{Address: netip.MustParseAddr("0.0.0.0"), Secrets: fake.NewClientBuilder().Build()})
-	g.Expect(err).To(MatchError(ContainSubstring("clients can dial")))
+	g.Expect(err).To(MatchError(ContainSubstring("clients cannot dial")))
 }
 
 // A cluster whose endpoint no MonolithCluster records any more (clusterctl
