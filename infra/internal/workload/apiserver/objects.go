@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -46,7 +45,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 			return nil, err
 		}
 	} else {
-		liveTyped, _ = scheme.Scheme.New(req.res.gvk())
+		liveTyped, _ = newObject(req.res)
 	}
 	fm, err := h.fieldManager(req.res, req.subresource)
 	if err != nil {
@@ -59,7 +58,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 	if live == nil {
 		defaultOnCreate(req.res, out)
 	}
-	return out, nil
+	return h.admit(req, live, out)
 }
 
 // copyField sets dst's top-level field to src's (removing it when src has none).
@@ -88,6 +87,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
+	obj = inVersion(req.res, obj)
 	switch responseShape(r) {
 	case shapeTable:
 		writeJSON(w, http.StatusOK, table(req.res, []*unstructured.Unstructured{obj}, obj.GetResourceVersion()))
@@ -141,7 +141,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		listMeta["remainingItemCount"] = *page.RemainingItemCount
 	}
 	objs := make([]any, 0, len(items))
-	apiVersion, kind := req.res.gv.String(), req.res.kind+"List"
+	apiVersion, kind := req.res.gv.String(), listKind(req.res)
 	switch responseShape(r) {
 	case shapeTable:
 		t := table(req.res, items, rv)
@@ -155,7 +155,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		}
 	default:
 		for _, i := range items {
-			objs = append(objs, i.Object)
+			objs = append(objs, inVersion(req.res, i).Object)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -205,7 +205,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, created.Object)
+	writeJSON(w, http.StatusCreated, inVersion(req.res, created).Object)
 }
 
 // checkIdentity makes the object's name and namespace the URL's, refusing
@@ -232,6 +232,7 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		if err != nil {
 			return nil, err
 		}
+		live = inVersion(req.res, live)
 		next, err := mutate(live)
 		if err != nil {
 			return nil, err
@@ -244,7 +245,7 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
 			continue
 		}
-		return out, err
+		return inVersion(req.res, out), err
 	}
 }
 
@@ -333,7 +334,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, obj.Object)
+	writeJSON(w, http.StatusOK, inVersion(req.res, obj).Object)
 }
 
 func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *request) {
@@ -367,11 +368,11 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 			writeError(w, err)
 			return
 		}
-		deleted = append(deleted, obj.Object)
+		deleted = append(deleted, inVersion(req.res, obj).Object)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"apiVersion": req.res.gv.String(),
-		"kind":       req.res.kind + "List",
+		"kind":       listKind(req.res),
 		"metadata":   map[string]any{"resourceVersion": req.store.ResourceVersion()},
 		"items":      deleted,
 	})

@@ -103,7 +103,7 @@ func loadOpenAPIV2(ctx context.Context, source OpenAPISource) (*openAPIDoc, erro
 
 func loadOpenAPIV3(ctx context.Context, source OpenAPISource) (*openAPIV3Docs, error) {
 	var wanted []string
-	for _, gv := range groupVersions {
+	for _, gv := range builtinSet.groupVersions() {
 		wanted = append(wanted, openAPIGroupVersionPath(gv))
 	}
 	bodies, err := source.OpenAPIV3(ctx, wanted)
@@ -187,7 +187,7 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 	case segs[0] == "v3":
 		gvPath := strings.Join(segs[1:], "/")
 		// An unknown group version is 404 without asking the source.
-		if !slices.ContainsFunc(groupVersions, func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
+		if !slices.ContainsFunc(builtinSet.groupVersions(), func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
 			writeError(w, notFoundPath(r.URL.Path))
 			return
 		}

@@ -26,6 +26,9 @@ type resource struct {
 	// portForward says the resource has the portforward subresource
 	// (pods), served when Options.PortForward is set.
 	portForward bool
+	// custom is set for the resources of a CustomResourceDefinition
+	// (crd_*.go); nil for built-ins.
+	custom *customResource
 }
 
 func (r *resource) gvk() schema.GroupVersionKind { return r.gv.WithKind(r.kind) }
