@@ -8,7 +8,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	crdapplyconfiguration "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,9 +36,11 @@ var crdInternalScheme = func() *runtime.Scheme {
 	return s
 }()
 
-// crdTypeConverter is server-side apply's schema of CRDs (client-go's
-// knows the built-in kinds only).
-var crdTypeConverter = crdapplyconfiguration.NewTypeConverter(scheme.Scheme)
+// crdTypeConverter is server-side apply's view of CRDs: client-go's
+// schema knows the built-in kinds only, and apiextensions-apiserver ships
+// none for its apply configurations, so the structure is deduced from the
+// objects (maps merged by key, lists atomic).
+var crdTypeConverter = managedfields.NewDeducedTypeConverter()
 
 // typeConverterFor is the server-side apply schema of a built-in resource.
 func (h *Handler) typeConverterFor(res *resource) managedfields.TypeConverter {

@@ -200,10 +200,17 @@ func inVersion(res *resource, obj *unstructured.Unstructured) *unstructured.Unst
 // allow dropped, defaults applied.
 func (cv *crdVersion) decode(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := obj.DeepCopy()
+	// The object's metadata as ObjectMeta has it (malformed fields
+	// dropped), as kube-apiserver's decoding leaves it.
+	if meta, _, err := schemaobjectmeta.GetObjectMeta(out.Object, true); err == nil && meta != nil {
+		_ = schemaobjectmeta.SetObjectMeta(out.Object, meta)
+	}
 	if cv.structural == nil {
 		return out
 	}
 	structuralpruning.Prune(out.Object, cv.structural, true)
+	// Embedded resources' metadata likewise.
+	_ = schemaobjectmeta.Coerce(nil, out.Object, cv.structural, false, true)
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(out.Object, cv.structural)
 	structuraldefaulting.Default(out.Object, cv.structural)
 	return out
