@@ -168,11 +168,13 @@ func (cc *clusterCRDs) remake(st *store.Store) error {
 	}
 
 	var custom []*resource
+	var established []*apiextensionsv1.CustomResourceDefinition
 	seen := map[types.UID]bool{}
 	for _, crd := range live {
 		if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
 			continue
 		}
+		established = append(established, crd)
 		seen[crd.UID] = true
 		served := cc.served[crd.UID]
 		if served == nil || served.generation != crd.Generation {
@@ -199,7 +201,7 @@ func (cc *clusterCRDs) remake(st *store.Store) error {
 		cc.current = builtinSet
 		return nil
 	}
-	cc.current = newResourceSet(custom)
+	cc.current = newResourceSet(custom, established)
 	return nil
 }
 

@@ -2,6 +2,9 @@ package apiserver
 
 import (
 	"slices"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +23,14 @@ type resourceSet struct {
 	// customGVs are the group versions of custom not served by a built-in,
 	// in the same order.
 	customGVs []schema.GroupVersion
+	// crds are the established CRDs custom comes from.
+	crds []*apiextensionsv1.CustomResourceDefinition
+
+	// openAPIV3 are the v3 documents with the CRDs' (crd_openapi.go),
+	// made from openAPIV3Base on first use.
+	openAPIMu     sync.Mutex
+	openAPIV3     *openAPIV3Docs
+	openAPIV3Base *openAPIV3Docs
 }
 
 // builtinSet serves no CRD resources: the set of every cluster without CRDs.
@@ -55,8 +66,8 @@ func builtinServes(gv schema.GroupVersion) bool {
 	return servesGroupVersion(gv) || gv == crdGV
 }
 
-func newResourceSet(custom []*resource) *resourceSet {
-	s := &resourceSet{custom: custom}
+func newResourceSet(custom []*resource, crds []*apiextensionsv1.CustomResourceDefinition) *resourceSet {
+	s := &resourceSet{custom: custom, crds: crds}
 	for _, r := range custom {
 		if !builtinServes(r.gv) && !slices.Contains(s.customGVs, r.gv) {
 			s.customGVs = append(s.customGVs, r.gv)

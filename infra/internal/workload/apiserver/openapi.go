@@ -176,6 +176,9 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 		serveOpenAPIDoc(w, r, doc, mediaV2Proto, mediaV2ProtoOlder)
 	case len(segs) == 1 && segs[0] == "v3":
 		docs, err := h.openAPI.v3.get(r.Context())
+		if err == nil {
+			docs, err = h.withCustomOpenAPIV3(r, docs)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return
@@ -187,11 +190,14 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 	case segs[0] == "v3":
 		gvPath := strings.Join(segs[1:], "/")
 		// An unknown group version is 404 without asking the source.
-		if !slices.ContainsFunc(builtinSet.groupVersions(), func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
+		if !slices.ContainsFunc(h.openAPISet(r).groupVersions(), func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
 			writeError(w, notFoundPath(r.URL.Path))
 			return
 		}
 		docs, err := h.openAPI.v3.get(r.Context())
+		if err == nil {
+			docs, err = h.withCustomOpenAPIV3(r, docs)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return
