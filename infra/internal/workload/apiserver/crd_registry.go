@@ -100,24 +100,36 @@ func (c *crdRegistry) cluster(st *store.Store) (*clusterCRDs, error) {
 	return cc, nil
 }
 
-// afterWrite makes the cluster's set again after a write that may change
-// it: any write of a CRD, and writes of custom objects while a CRD is
-// being deleted (removing the last finalizer of its last object ends it).
-func (c *crdRegistry) afterWrite(r *http.Request, req *request) {
+// serve serves a request, and makes the cluster's set again after a write
+// that may change it: any write of a CRD, under the cluster's lock, so
+// that no request of the cluster sees the CRD written and the set not yet
+// made again; and any other write while a CRD is being deleted (removing
+// the last finalizer of its last object, or deleting its namespace, ends
+// it).
+func (c *crdRegistry) serve(r *http.Request, req *request, serve func()) {
 	if r.Method == http.MethodGet || r.URL.Query().Has("dryRun") {
+		serve()
 		return
 	}
 	cc, err := c.cluster(req.store)
 	if err != nil {
+		serve()
 		return
 	}
+	if isCRDResource(req.res) {
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		serve()
+		// An error leaves the last set served; the next CRD write tries again.
+		_ = cc.remake(req.store)
+		return
+	}
+	serve()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if !isCRDResource(req.res) && !(req.res.custom != nil && cc.terminating) {
-		return
+	if cc.terminating {
+		_ = cc.remake(req.store)
 	}
-	// An error leaves the last set served; the next CRD write tries again.
-	_ = cc.remake(req.store)
 }
 
 // remake reads the cluster's CRDs, brings their status up to date, cleans

@@ -259,8 +259,7 @@ func (h *Handler) serveCluster(w http.ResponseWriter, r *http.Request, st *store
 		h.serveScale(w, r, req)
 		return
 	}
-	h.serveResource(w, r, req)
-	h.crds.afterWrite(r, req)
+	h.crds.serve(r, req, func() { h.serveResource(w, r, req) })
 }
 
 // parseResourcePath reads {resource}[/{name}[/{sub}]] or
