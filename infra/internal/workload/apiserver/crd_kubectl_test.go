@@ -1,9 +1,12 @@
 package apiserver
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -35,6 +38,9 @@ func TestKubectlAppliesACRDAndItsObjects(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("KIND:       Widget"))
 	g.Expect(out).To(MatchRegexp(`FIELD:\s+color <string>`))
 	g.Expect(out).To(ContainSubstring("ENUM:"))
+	out, err = kubectl("explain", "widget.spec", "--output", "plaintext-openapiv2")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`color\s+<string>`))
 
 	out, err = kubectl("api-resources", "--api-group", "example.com")
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -65,4 +71,54 @@ func TestKubectlAppliesACRDAndItsObjects(t *testing.T) {
 	g.Expect(out).To(ContainSubstring(`the server doesn't have a resource type "wd"`))
 	_, err = ts.clusters["c1"].store.Get(store.Resource{Group: "example.com", Resource: "widgets", Namespaced: true}, "default", "w1")
 	g.Expect(err).To(HaveOccurred(), "the object went with its CRD")
+}
+
+// A cluster's OpenAPI documents describe its CRDs, and no other cluster's.
+func TestOpenAPIDescribesACRDInItsClusterOnly(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServerWith(t, Options{OpenAPI: managementOpenAPI(t)}, store.Options{}, "c1", "c2")
+	ctx := context.Background()
+	_, err := crdClient(t, ts.restConfig(t, "c1")).ApiextensionsV1().CustomResourceDefinitions().Create(ctx, widgetCRD(), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	for cluster, want := range map[string]bool{"c1": true, "c2": false} {
+		cs := clientset(t, ts, cluster)
+		index, err := cs.Discovery().OpenAPIV3().Paths()
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, gv := range []string{"apis/example.com/v1", "apis/example.com/v1beta1"} {
+			if want {
+				g.Expect(index).To(HaveKey(gv), "%s lists %s", cluster, gv)
+			}
+			if !want {
+				g.Expect(index).NotTo(HaveKey(gv))
+				continue
+			}
+			body, err := index[gv].Schema("application/json")
+			g.Expect(err).NotTo(HaveOccurred())
+			var doc struct {
+				Components struct {
+					Schemas map[string]struct {
+						GVK        []metav1.GroupVersionKind `json:"x-kubernetes-group-version-kind"`
+						Properties map[string]any            `json:"properties"`
+					} `json:"schemas"`
+				} `json:"components"`
+			}
+			g.Expect(json.Unmarshal(body, &doc)).To(Succeed())
+			version := gv[len("apis/example.com/"):]
+			widget := doc.Components.Schemas["com.example."+version+".Widget"]
+			g.Expect(widget.GVK).To(ConsistOf(metav1.GroupVersionKind{Group: "example.com", Version: version, Kind: "Widget"}))
+			g.Expect(widget.Properties).To(HaveKey("spec"))
+		}
+		v2, err := cs.Discovery().OpenAPISchema()
+		g.Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, d := range v2.GetDefinitions().GetAdditionalProperties() {
+			names = append(names, d.GetName())
+		}
+		if want {
+			g.Expect(names).To(ContainElements("com.example.v1.Widget", "com.example.v1beta1.Widget"))
+		} else {
+			g.Expect(names).NotTo(ContainElement("com.example.v1.Widget"))
+		}
+	}
 }

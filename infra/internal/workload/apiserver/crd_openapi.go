@@ -7,7 +7,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // openAPISet is the resource set of the request's cluster, or the
@@ -79,6 +81,48 @@ func (h *Handler) withCustomOpenAPIV3(r *http.Request, docs *openAPIV3Docs) (*op
 	out.index = newOpenAPIDoc(body, nil)
 	set.openAPIV3, set.openAPIV3Base = out, docs
 	return out, nil
+}
+
+// withCustomOpenAPIV2 is the v2 document with the definitions and paths
+// of the cluster's CRDs merged in, as kube-apiserver merges them (the
+// built-ins win a clash), once per resource set.
+func (h *Handler) withCustomOpenAPIV2(r *http.Request, doc *openAPIDoc) (*openAPIDoc, error) {
+	set := h.openAPISet(r)
+	if len(set.crds) == 0 {
+		return doc, nil
+	}
+	set.openAPIMu.Lock()
+	defer set.openAPIMu.Unlock()
+	if set.openAPIV2 != nil && set.openAPIV2Base == doc {
+		return set.openAPIV2, nil
+	}
+	merged := &spec.Swagger{}
+	if err := json.Unmarshal(doc.json, merged); err != nil {
+		return nil, fmt.Errorf("failed to decode the OpenAPI v2 document: %w", err)
+	}
+	for _, crd := range set.crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			s, err := builder.BuildOpenAPIV2(crd, v.Name, builder.Options{V2: true})
+			if err != nil {
+				return nil, fmt.Errorf("failed to build the OpenAPI v2 document of %s %s: %w", crd.Name, v.Name, err)
+			}
+			// The built-ins' defaults are pruned; the CRD's must be for
+			// the shared definitions to merge.
+			s.Definitions = handler.PruneDefaults(s.Definitions)
+			if merged, err = builder.MergeSpecs(merged, s); err != nil {
+				return nil, fmt.Errorf("failed to merge the OpenAPI v2 document of %s %s: %w", crd.Name, v.Name, err)
+			}
+		}
+	}
+	body, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the OpenAPI v2 document: %w", err)
+	}
+	set.openAPIV2, set.openAPIV2Base = newOpenAPIDoc(body, v2Proto), doc
+	return set.openAPIV2, nil
 }
 
 func servesVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {

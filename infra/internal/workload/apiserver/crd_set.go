@@ -31,6 +31,8 @@ type resourceSet struct {
 	openAPIMu     sync.Mutex
 	openAPIV3     *openAPIV3Docs
 	openAPIV3Base *openAPIV3Docs
+	openAPIV2     *openAPIDoc
+	openAPIV2Base *openAPIDoc
 }
 
 // builtinSet serves no CRD resources: the set of every cluster without CRDs.

@@ -169,6 +169,9 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 	switch {
 	case len(segs) == 1 && segs[0] == "v2":
 		doc, err := h.openAPI.v2.get(r.Context())
+		if err == nil {
+			doc, err = h.withCustomOpenAPIV2(r, doc)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return
