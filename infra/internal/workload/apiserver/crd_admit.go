@@ -71,6 +71,8 @@ func (h *Handler) admit(req *request, live, obj *unstructured.Unstructured) (*un
 // finalizer, which holds it, once deleted, until its objects are gone
 // (kube-apiserver adds it when the deletion starts).
 func admitCRD(req *request, live, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	obj = obj.DeepCopy()
+	keepSystemFields(obj, live)
 	next, err := internalCRD(obj)
 	if err != nil {
 		return nil, err

@@ -232,6 +232,7 @@ func admitCustom(req *request, live, obj *unstructured.Unstructured) (*unstructu
 		return nil, apierrors.NewMethodNotSupported(schema.GroupResource{Group: req.res.gv.Group, Resource: req.res.name}, "create")
 	}
 	obj = cr.decode(obj)
+	keepSystemFields(obj, live)
 	obj.SetAPIVersion(req.res.gv.String())
 	obj.SetKind(req.res.kind)
 	if live == nil && cr.status {
@@ -244,6 +245,22 @@ func admitCustom(req *request, live, obj *unstructured.Unstructured) (*unstructu
 	}
 	obj.SetAPIVersion(cr.storage.String())
 	return obj, nil
+}
+
+// keepSystemFields gives an update what the store keeps of the live object
+// anyway (uid when the client sent none, creation and deletion times,
+// generation), as kube-apiserver does before validating an update.
+func keepSystemFields(obj, live *unstructured.Unstructured) {
+	if live == nil {
+		return
+	}
+	if obj.GetUID() == "" {
+		obj.SetUID(live.GetUID())
+	}
+	obj.SetCreationTimestamp(live.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(live.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(live.GetDeletionGracePeriodSeconds())
+	obj.SetGeneration(live.GetGeneration())
 }
 
 // validate checks a custom object as kube-apiserver's CR registry does,

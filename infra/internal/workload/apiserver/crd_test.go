@@ -575,3 +575,40 @@ func TestCRDsAreServedAgainAfterARestart(t *testing.T) {
 		Create(ctx, widget("v1", "default", "bad", map[string]any{"color": "green"}), metav1.CreateOptions{})
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "validated by the restored schema: %v", err)
 }
+
+// An update that sends no uid or creation time (a PUT written by hand)
+// keeps the stored ones, as kube-apiserver does, rather than failing
+// their immutability; one without a resourceVersion is refused, as
+// kube-apiserver refuses unconditional updates of CRDs and custom objects.
+func TestAnUpdateWithoutSystemFieldsKeepsThem(t *testing.T) {
+	g := NewWithT(t)
+	ts := startServer(t, store.Options{}, "c1")
+	cfg := ts.restConfig(t, "c1")
+	ctx := context.Background()
+	crds := crdClient(t, cfg).ApiextensionsV1().CustomResourceDefinitions()
+	created, err := crds.Create(ctx, gizmoCRD(), metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	current, err := crds.Get(ctx, created.Name, metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	bare := gizmoCRD()
+	bare.ResourceVersion = current.ResourceVersion
+	bare.Spec.Names.ShortNames = []string{"gz"}
+	updated, err := crds.Update(ctx, bare, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(updated.UID).To(Equal(created.UID))
+	g.Expect(updated.Spec.Names.ShortNames).To(ConsistOf("gz"))
+
+	gizmos := dynamicClient(t, cfg).Resource(gizmosV1)
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": map[string]any{"name": "g1"}}}
+	first, err := gizmos.Create(ctx, obj, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	obj.Object["spec"] = map[string]any{"size": int64(2)}
+	_, err = gizmos.Update(ctx, obj, metav1.UpdateOptions{})
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "custom objects take no unconditional update, as in kube-apiserver: %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("metadata.resourceVersion"))
+	obj.SetResourceVersion(first.GetResourceVersion())
+	second, err := gizmos.Update(ctx, obj, metav1.UpdateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(second.GetUID()).To(Equal(first.GetUID()))
+	g.Expect(second.GetGeneration()).To(Equal(int64(2)))
+}
