@@ -168,4 +168,3 @@ func scaleOf(res *resource, obj *unstructured.Unstructured) *autoscalingv1.Scale
 	}
 	return out
 }
-
