@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -611,4 +612,22 @@ func TestAnUpdateWithoutSystemFieldsKeepsThem(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(second.GetUID()).To(Equal(first.GetUID()))
 	g.Expect(second.GetGeneration()).To(Equal(int64(2)))
+}
+
+// A CRD already in the store when the Handler first serves the cluster
+// (restored from a journal, or written straight into the store as the
+// fuzz store's) is given its status and served from that first request.
+func TestACRDInTheStoreIsServedFromTheClustersFirstRequest(t *testing.T) {
+	g := NewWithT(t)
+	st := fuzzStore(t)
+	defer st.Close()
+	h, err := New(Options{StoreFor: func(*http.Request) (*store.Store, error) { return st, nil }})
+	g.Expect(err).NotTo(HaveOccurred())
+	w, _, _ := serveOne(h, http.MethodGet, "/apis/example.com/v1beta1/namespaces/default/widgets/w1", "", "", nil)
+	g.Expect(w.Code).To(Equal(http.StatusOK), w.Body.String())
+	g.Expect(w.Body.String()).To(ContainSubstring(`"apiVersion":"example.com/v1beta1"`))
+	crd, err := st.Get(crdResource.storeResource(), "", "widgets.example.com")
+	g.Expect(err).NotTo(HaveOccurred())
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	g.Expect(conditions).To(ContainElement(HaveKeyWithValue("type", "Established")))
 }
