@@ -3,6 +3,9 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -25,6 +28,21 @@ func TestKubectlAppliesACRDAndItsObjects(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"))
 	out, err = kubectl("wait", "--for", "condition=Established", "crd/widgets.example.com", "--timeout", "20s")
 	g.Expect(err).NotTo(HaveOccurred(), out)
+	// Applied again: unchanged; changed (a second short name): a
+	// strategic merge patch of the CRD, its names accepted again.
+	out, err = kubectl("apply", "-f", "testdata/crd/crd.yaml")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("unchanged"))
+	crdYAML, err := os.ReadFile("testdata/crd/crd.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	changed := filepath.Join(t.TempDir(), "crd.yaml")
+	g.Expect(os.WriteFile(changed, []byte(strings.Replace(string(crdYAML), "shortNames: [wd]", "shortNames: [wd, wdg]", 1)), 0o600)).To(Succeed())
+	out, err = kubectl("apply", "-f", changed)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("configured"))
+	out, err = kubectl("get", "crd", "widgets.example.com", "-o", "jsonpath={.status.acceptedNames.shortNames}")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal(`["wd","wdg"]`))
 
 	out, err = kubectl("apply", "-f", "testdata/crd/widget.yaml")
 	g.Expect(err).NotTo(HaveOccurred(), out)
@@ -44,7 +62,7 @@ func TestKubectlAppliesACRDAndItsObjects(t *testing.T) {
 
 	out, err = kubectl("api-resources", "--api-group", "example.com")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(MatchRegexp(`widgets\s+wd\s+example.com/v1\s+true\s+Widget`))
+	g.Expect(out).To(MatchRegexp(`widgets\s+wd,wdg\s+example.com/v1\s+true\s+Widget`))
 	out, err = kubectl("get", "wd")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(MatchRegexp(`NAME\s+COLOR\s+AGE`))
