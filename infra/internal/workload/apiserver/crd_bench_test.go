@@ -142,7 +142,7 @@ func BenchmarkInstallClusterAPICRDs(b *testing.B) {
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(len(crds)), "CRDs")
-		b.ReportMetric(float64((cpuTime(b)-cpu).Milliseconds()), "cpu-ms")
+		b.ReportMetric(float64((cpuTime(b) - cpu).Milliseconds()), "cpu-ms")
 		b.ReportMetric(float64(heapInUse()-before)/(1<<20), "MiB")
 		b.StartTimer()
 	}
