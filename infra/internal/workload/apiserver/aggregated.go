@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -32,21 +33,18 @@ func wantsAggregated(r *http.Request) bool {
 }
 
 // aggregatedDiscovery is the document of the core group (legacy) or of the
-// named groups: one entry per group, its versions in discovery's order
-// (the preferred first).
-func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
+// named groups a cluster serves, each group with its versions in order of
+// preference.
+func aggregatedDiscovery(set *resourceSet, legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
 	list := &apidiscoveryv2.APIGroupDiscoveryList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
 	}
-	for _, gv := range groupVersions {
+	for _, gv := range set.groupVersions() {
 		if (gv.Group == "") != legacy {
 			continue
 		}
 		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-		for _, r := range resources {
-			if r.gv != gv {
-				continue
-			}
+		for _, r := range set.resourcesOf(gv) {
 			scope := apidiscoveryv2.ScopeCluster
 			if r.namespaced {
 				scope = apidiscoveryv2.ScopeNamespace
@@ -68,9 +66,9 @@ func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
 			}
 			version.Resources = append(version.Resources, d)
 		}
-		n := len(list.Items)
-		if n > 0 && list.Items[n-1].Name == gv.Group {
-			list.Items[n-1].Versions = append(list.Items[n-1].Versions, version)
+		// A group's versions are listed together, the preferred first.
+		if i := slices.IndexFunc(list.Items, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == gv.Group }); i >= 0 {
+			list.Items[i].Versions = append(list.Items[i].Versions, version)
 			continue
 		}
 		list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{
@@ -81,8 +79,8 @@ func aggregatedDiscovery(legacy bool) *apidiscoveryv2.APIGroupDiscoveryList {
 	return list
 }
 
-func writeAggregated(w http.ResponseWriter, legacy bool) {
-	body, err := json.Marshal(aggregatedDiscovery(legacy))
+func writeAggregated(w http.ResponseWriter, set *resourceSet, legacy bool) {
+	body, err := json.Marshal(aggregatedDiscovery(set, legacy))
 	if err != nil {
 		writeError(w, apierrors.NewInternalError(fmt.Errorf("failed to encode the discovery document: %w", err)))
 		return

@@ -52,7 +52,8 @@ var subresourceFields = map[string][]string{
 }
 
 // serveBuiltin serves what a built-in resource does beyond storing
-// objects, and says whether it did; verbs were checked by the caller.
+// objects (and the scale subresource of custom resources too), and says
+// whether it did; verbs were checked by the caller.
 func (h *Handler) serveBuiltin(w http.ResponseWriter, r *http.Request, req *request) bool {
 	gr := schema.GroupResource{Group: req.res.gv.Group, Resource: req.res.name}
 	switch req.subresource {

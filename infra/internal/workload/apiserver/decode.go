@@ -128,6 +128,11 @@ func checkKind(res *resource, obj *unstructured.Unstructured) error {
 // typed decodes an object into its client-go type: what kube-apiserver's
 // decoding does, refusing wrongly typed fields with a 400.
 func typed(res *resource, obj *unstructured.Unstructured) (runtime.Object, error) {
+	if res.custom != nil {
+		out := res.custom.decode(obj)
+		out.SetGroupVersionKind(res.gvk())
+		return out, nil
+	}
 	out, err := scheme.Scheme.New(res.gvk())
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("failed to make a %s: %w", res.kind, err))
@@ -189,6 +194,9 @@ func checkUnknownFields(w http.ResponseWriter, r *http.Request, res *resource, o
 	case "", metav1.FieldValidationWarn, metav1.FieldValidationStrict:
 	default:
 		return apierrors.NewBadRequest(fmt.Sprintf("fieldValidation %q is not one of Ignore, Warn, Strict", mode))
+	}
+	if res.custom != nil {
+		return checkCustomUnknownFields(w, mode, res, obj)
 	}
 	out, err := scheme.Scheme.New(res.gvk())
 	if err != nil {

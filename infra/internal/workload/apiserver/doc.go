@@ -9,6 +9,12 @@
 // subresources, access and token reviews answered from the cluster's RBAC
 // objects) and every error a metav1.Status.
 //
+// Each cluster also serves the resources of its own
+// CustomResourceDefinitions (crd_*.go): a per-cluster resource set made
+// from the CRDs in its store, with apiextensions-apiserver's validation,
+// structural pruning and defaulting, versions, status and scale
+// subresources, and the CRDs' status and cleanup on deletion.
+//
 // One Handler serves any number of clusters: Options.StoreFor picks the
 // cluster's store for each request. Clusters is such a resolver for one
 // listener shared by clusters told apart by the TLS server name, and

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -49,11 +50,17 @@ var allowedCodes = map[int]bool{
 var bigValue = strings.Repeat("x", 256<<10)
 
 // fuzzStore is a cluster's store with something in it to list, watch,
-// patch and delete: a Node, a Pod bound to it, the ConfigMap "big" and a
-// PodDisruptionBudget (evictions).
+// patch and delete: a Node, a Pod bound to it, the ConfigMap "big", a
+// PodDisruptionBudget (evictions), and widgetCRD with the Widget "w1"
+// (the CRD is established by the cluster's first request).
 func fuzzStore(tb testing.TB) *store.Store {
 	tb.Helper()
 	st := store.New(store.Options{})
+	crd, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(widgetCRD())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	crd["apiVersion"], crd["kind"] = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
 	for _, o := range []struct {
 		res store.Resource
 		obj map[string]any
@@ -68,6 +75,9 @@ func fuzzStore(tb testing.TB) *store.Store {
 		{store.Resource{Group: "policy", Resource: "poddisruptionbudgets", Namespaced: true}, map[string]any{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
 			"metadata": map[string]any{"name": "pdb", "namespace": "default"},
 			"spec":     map[string]any{"minAvailable": int64(1), "selector": map[string]any{"matchLabels": map[string]any{"app": "a"}}}}},
+		{crdResource.storeResource(), crd},
+		{store.Resource{Group: "example.com", Resource: "widgets", Namespaced: true}, map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w1", "namespace": "default"}, "spec": map[string]any{"replicas": int64(1), "color": "red"}}},
 	} {
 		if _, err := st.Create(o.res, &unstructured.Unstructured{Object: o.obj}); err != nil {
 			tb.Fatalf("failed to seed the store: %v", err)
@@ -103,6 +113,8 @@ func fuzzSeeds() []fuzzSeed {
 		pods     = "/api/v1/namespaces/default/pods"
 		newCM    = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c2","labels":{"app":"b"}},"data":{"k":"v"}}`
 		eviction = `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p1","namespace":"default"}}`
+		widgets  = "/apis/example.com/v1/namespaces/default/widgets"
+		crds     = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 	)
 	return []fuzzSeed{
 		// Discovery and the rest of the tree.
@@ -154,6 +166,21 @@ func fuzzSeeds() []fuzzSeed {
 		{method: "PATCH", path: cm + "/big", contentType: apply, body: []byte("{}")},
 		{method: "PATCH", path: cm + "/big", contentType: "application/apply-patch+cbor", body: []byte{0xa0}},
 		{method: "PATCH", path: cm + "/big", contentType: "text/plain; charset=", body: []byte("x")},
+		// CRDs and custom objects: both versions, subresources, every
+		// patch type, an invalid CRD, the CRD's deletion.
+		{method: "GET", path: "/apis/example.com/v1beta1/namespaces/default/widgets", query: "watch=true&resourceVersion=0"},
+		{method: "GET", path: "/apis/example.com/v1/widgets", query: "limit=1"},
+		{method: "POST", path: widgets, contentType: jsonCT, body: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{"replicas":9,"maxReplicas":3,"port":"x","extra":{"a":[1]}}}`)},
+		{method: "PUT", path: widgets + "/w1/status", contentType: jsonCT, body: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"status":{"replicas":-1}}`)},
+		{method: "PATCH", path: widgets + "/w1/scale", contentType: mergeP, body: []byte(`{"spec":{"replicas":2}}`)},
+		{method: "PATCH", path: widgets + "/w1/scale", contentType: jsonP, body: []byte(`[{"op":"replace","path":"/spec/replicas","value":"x"}]`)},
+		{method: "PUT", path: widgets + "/w1/scale", contentType: jsonCT, body: []byte(`{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"w1"},"spec":{"replicas":3}}`)},
+		{method: "PATCH", path: widgets + "/w1", contentType: smp, body: []byte(`{"spec":{"color":"blue"}}`)},
+		{method: "PATCH", path: widgets + "/w1", query: "fieldManager=fuzz", contentType: apply, body: []byte("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  ports: [{name: a}, {name: a}]\n")},
+		{method: "POST", path: crds, contentType: jsonCT, body: []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x.y"},"spec":{"group":"y","names":{"plural":"x","kind":"X"},"scope":"Nowhere","versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-validations":[{"rule":"self.a >"}]}}}]}}`)},
+		{method: "PATCH", path: crds + "/widgets.example.com", contentType: mergeP, body: []byte(`{"spec":{"versions":null}}`)},
+		{method: "DELETE", path: crds + "/widgets.example.com"},
+		{method: "GET", path: "/openapi/v2"},
 		// Methods and paths that are not served.
 		{method: "OPTIONS", path: "/api/v1/nodes"}, {method: "HEAD", path: "/api/v1/nodes/n1"},
 		{method: "GET", path: "/api/v1/namespaces/default/pods/p1/portforward"},

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -41,7 +40,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 			return nil, err
 		}
 	} else {
-		liveTyped, _ = scheme.Scheme.New(req.res.gvk())
+		liveTyped, _ = newObject(req.res)
 	}
 	fm, err := h.fieldManager(req.res, req.subresource)
 	if err != nil {
@@ -54,7 +53,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 	if live == nil {
 		defaultOnCreate(req.res, out)
 	}
-	return out, nil
+	return h.admit(req, live, out)
 }
 
 // defaultOnCreate sets what kube-apiserver's registry sets on new objects
@@ -74,6 +73,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
+	obj = inVersion(req.res, obj)
 	switch responseShape(r) {
 	case shapeTable:
 		writeJSON(w, http.StatusOK, table(req.res, []*unstructured.Unstructured{obj}, obj.GetResourceVersion()))
@@ -127,7 +127,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		listMeta["remainingItemCount"] = *page.RemainingItemCount
 	}
 	objs := make([]any, 0, len(items))
-	apiVersion, kind := req.res.gv.String(), req.res.kind+"List"
+	apiVersion, kind := req.res.gv.String(), listKind(req.res)
 	switch responseShape(r) {
 	case shapeTable:
 		t := table(req.res, items, rv)
@@ -141,7 +141,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
 		}
 	default:
 		for _, i := range items {
-			objs = append(objs, i.Object)
+			objs = append(objs, inVersion(req.res, i).Object)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -191,7 +191,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, created.Object)
+	writeJSON(w, http.StatusCreated, inVersion(req.res, created).Object)
 }
 
 // checkIdentity makes the object's name and namespace the URL's, refusing
@@ -218,6 +218,7 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		if err != nil {
 			return nil, err
 		}
+		live = inVersion(req.res, live)
 		next, err := mutate(live)
 		if err != nil {
 			return nil, err
@@ -230,7 +231,7 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
 			continue
 		}
-		return out, err
+		return inVersion(req.res, out), err
 	}
 }
 
@@ -359,7 +360,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, deleteCode(opts, gone), obj.Object)
+	writeJSON(w, deleteCode(opts, gone), inVersion(req.res, obj).Object)
 }
 
 func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *request) {
@@ -393,11 +394,11 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 			writeError(w, err)
 			return
 		}
-		deleted = append(deleted, obj.Object)
+		deleted = append(deleted, inVersion(req.res, obj).Object)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"apiVersion": req.res.gv.String(),
-		"kind":       req.res.kind + "List",
+		"kind":       listKind(req.res),
 		"metadata":   map[string]any{"resourceVersion": req.store.ResourceVersion()},
 		"items":      deleted,
 	})

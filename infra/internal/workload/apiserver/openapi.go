@@ -103,7 +103,7 @@ func loadOpenAPIV2(ctx context.Context, source OpenAPISource) (*openAPIDoc, erro
 
 func loadOpenAPIV3(ctx context.Context, source OpenAPISource) (*openAPIV3Docs, error) {
 	var wanted []string
-	for _, gv := range groupVersions {
+	for _, gv := range builtinSet.groupVersions() {
 		wanted = append(wanted, openAPIGroupVersionPath(gv))
 	}
 	bodies, err := source.OpenAPIV3(ctx, wanted)
@@ -169,6 +169,9 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 	switch {
 	case len(segs) == 1 && segs[0] == "v2":
 		doc, err := h.openAPI.v2.get(r.Context())
+		if err == nil {
+			doc, err = h.withCustomOpenAPIV2(r, doc)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return
@@ -176,6 +179,9 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 		serveOpenAPIDoc(w, r, doc, mediaV2Proto, mediaV2ProtoOlder)
 	case len(segs) == 1 && segs[0] == "v3":
 		docs, err := h.openAPI.v3.get(r.Context())
+		if err == nil {
+			docs, err = h.withCustomOpenAPIV3(r, docs)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return
@@ -187,11 +193,14 @@ func (h *Handler) serveOpenAPI(w http.ResponseWriter, r *http.Request, segs []st
 	case segs[0] == "v3":
 		gvPath := strings.Join(segs[1:], "/")
 		// An unknown group version is 404 without asking the source.
-		if !slices.ContainsFunc(groupVersions, func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
+		if !slices.ContainsFunc(h.openAPISet(r).groupVersions(), func(gv schema.GroupVersion) bool { return openAPIGroupVersionPath(gv) == gvPath }) {
 			writeError(w, notFoundPath(r.URL.Path))
 			return
 		}
 		docs, err := h.openAPI.v3.get(r.Context())
+		if err == nil {
+			docs, err = h.withCustomOpenAPIV3(r, docs)
+		}
 		if err != nil {
 			h.openAPIUnavailable(w, r, err)
 			return

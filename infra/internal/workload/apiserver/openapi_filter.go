@@ -31,13 +31,15 @@ func openAPIGroupVersionPath(gv schema.GroupVersion) string {
 // nothing; the legacy /watch/ paths are left out.
 var servedOpenAPIPaths = func() map[string]string {
 	paths := map[string]string{"/api/": "", "/apis/": "", "/version/": ""}
-	for _, gv := range groupVersions {
+	var builtins []*resource
+	for _, gv := range builtinSet.groupVersions() {
 		paths["/"+openAPIGroupVersionPath(gv)+"/"] = openAPIGroupVersionPath(gv)
 		if gv.Group != "" {
 			paths["/apis/"+gv.Group+"/"] = ""
 		}
+		builtins = append(builtins, builtinSet.resourcesOf(gv)...)
 	}
-	for _, r := range resources {
+	for _, r := range builtins {
 		doc := openAPIGroupVersionPath(r.gv)
 		prefix := "/" + doc
 		collection := prefix + "/" + r.name

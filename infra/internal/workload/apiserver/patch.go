@@ -38,6 +38,9 @@ func newTypeConverter() managedfields.TypeConverter {
 // subresource. As in kube-apiserver, appliers of the main resource do not
 // own status, and appliers of status own only status.
 func (h *Handler) fieldManager(res *resource, subresource string) (*managedfields.FieldManager, error) {
+	if res.custom != nil {
+		return res.custom.fieldManager(res, subresource)
+	}
 	k := fieldManagerKey{gvk: res.gvk(), subresource: subresource}
 	h.fieldManagersMu.Lock()
 	defer h.fieldManagersMu.Unlock()
@@ -54,7 +57,7 @@ func (h *Handler) fieldManager(res *resource, subresource string) (*managedfield
 			fieldpath.APIVersion(res.gv.String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(excluded)),
 		}
 	}
-	fm, err := managedfields.NewDefaultFieldManager(h.typeConverter, scheme.Scheme, scheme.Scheme, scheme.Scheme,
+	fm, err := managedfields.NewDefaultFieldManager(h.typeConverterFor(res), scheme.Scheme, scheme.Scheme, scheme.Scheme,
 		res.gvk(), res.gv, subresource, reset)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("failed to make the field manager of %s: %w", res.kind, err))
@@ -147,6 +150,10 @@ func applyPatch(res *resource, patchType types.PatchType, live *unstructured.Uns
 			return nil, unprocessable(fmt.Sprintf("failed to apply the JSON patch: %v", err))
 		}
 	case types.StrategicMergePatchType:
+		if res.custom != nil {
+			// As kube-apiserver: custom kinds have no patch strategy.
+			return nil, unsupportedMediaType(string(patchType))
+		}
 		dataStruct, err := scheme.Scheme.New(res.gvk())
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("failed to make a %s: %w", res.kind, err))
@@ -232,6 +239,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 	sr := req.res.storeResource()
 	for attempt := 0; ; attempt++ {
 		live, err := req.store.Get(sr, req.namespace, req.name)
+		live = inVersion(req.res, live)
 		creating := apierrors.IsNotFound(err)
 		if err != nil && !creating {
 			writeError(w, err)
@@ -275,6 +283,10 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 		}
 		if creating {
 			defaultOnCreate(req.res, next)
+			if next, err = h.admit(req, nil, next); err != nil {
+				writeError(w, err)
+				return
+			}
 			created, err := req.store.Create(sr, next, wo...)
 			if apierrors.IsAlreadyExists(err) && attempt < maxConflictRetries {
 				continue
@@ -283,12 +295,16 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 				writeError(w, err)
 				return
 			}
-			writeJSON(w, http.StatusCreated, created.Object)
+			writeJSON(w, http.StatusCreated, inVersion(req.res, created).Object)
 			return
 		}
 		managed := next.GetManagedFields()
 		next = keepSubresourceFields(req, live, next)
 		next.SetManagedFields(managed)
+		if next, err = h.admit(req, live, next); err != nil {
+			writeError(w, err)
+			return
+		}
 		conditional := applied.GetResourceVersion() != ""
 		if !conditional {
 			next.SetResourceVersion(live.GetResourceVersion())
@@ -301,7 +317,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out.Object)
+		writeJSON(w, http.StatusOK, inVersion(req.res, out).Object)
 		return
 	}
 }

@@ -25,7 +25,7 @@ type resource struct {
 	// resource's storage version ("" for resources it does not store).
 	storageVersionHash string
 	// subresources are what discovery lists; nil means the ones the
-	// status and eviction fields say.
+	// status and eviction fields and a CRD's scale say.
 	subresources []subresource
 	// status says the resource has a status subresource: updates of the
 	// main resource keep the stored status, updates of status keep the rest.
@@ -43,6 +43,9 @@ type resource struct {
 	// builtin says the resource is one of kube-apiserver's own, whose
 	// aggregated discovery names a response kind without group and version.
 	builtin bool
+	// custom is set for the resources of a CustomResourceDefinition
+	// (crd_*.go); nil for built-ins.
+	custom *customResource
 }
 
 // subresource is one subresource as discovery lists it.
@@ -84,6 +87,9 @@ func (r *resource) subresourceList() []subresource {
 	if r.eviction {
 		out = append(out, subresource{name: "eviction", kind: policyV1.WithKind("Eviction"), verbs: []string{"create"}})
 	}
+	if r.custom != nil && r.custom.scale != nil {
+		out = append(out, subresource{name: "scale", kind: scaleKind, verbs: []string{"get", "patch", "update"}})
+	}
 	return out
 }
 
@@ -112,9 +118,10 @@ var (
 	authzV1       = schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}
 )
 
-// resources is everything served: kube-apiserver's built-in resources
-// (builtinResources, generated from its discovery; what each does beyond
-// storing objects is in builtin_resources.go). Core and events.k8s.io
+// resources are the built-in resources every cluster serves (crd_set.go
+// adds each cluster's CRDs): kube-apiserver's own (builtinResources,
+// generated from its discovery; what each does beyond storing objects is
+// in builtin_resources.go). Core and events.k8s.io
 // Events are stored apart (a real cluster serves one storage in both
 // shapes). PodDisruptionBudgets are honoured by evictions; nothing
 // computes their status (no disruption controller), so whoever creates one
@@ -163,16 +170,13 @@ func servesGroupVersion(gv schema.GroupVersion) bool {
 	return slices.Contains(groupVersions, gv)
 }
 
-// resourceList is the discovery document of one group version.
-func resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
+// resourceList is the discovery document of one group version serving rs.
+func resourceList(gv schema.GroupVersion, rs []*resource) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: gv.String(),
 	}
-	for _, r := range resources {
-		if r.gv != gv {
-			continue
-		}
+	for _, r := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: r.name, SingularName: r.singular, Namespaced: r.namespaced, Kind: r.kind,
 			Verbs: r.allowedVerbs(), ShortNames: r.shortNames, Categories: r.categories,
@@ -187,34 +191,6 @@ func resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 			}
 			list.APIResources = append(list.APIResources, sub)
 		}
-	}
-	return list
-}
-
-func apiGroup(group string) *metav1.APIGroup {
-	var g *metav1.APIGroup
-	for _, gv := range groupVersions {
-		if gv.Group != group || group == "" {
-			continue
-		}
-		v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
-		if g == nil {
-			g = &metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: group, PreferredVersion: v}
-		}
-		g.Versions = append(g.Versions, v)
-	}
-	return g
-}
-
-func apiGroupList() *metav1.APIGroupList {
-	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
-	seen := map[string]bool{}
-	for _, gv := range groupVersions {
-		if gv.Group == "" || seen[gv.Group] {
-			continue
-		}
-		seen[gv.Group] = true
-		list.Groups = append(list.Groups, *apiGroup(gv.Group))
 	}
 	return list
 }

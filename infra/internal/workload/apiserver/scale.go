@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,9 +19,24 @@ import (
 
 var scaleKind = autoscalingV1.WithKind("Scale")
 
-// scaleOf is the autoscaling/v1 Scale of a Deployment, ReplicaSet,
-// StatefulSet or ReplicationController: spec.replicas (1, kube-apiserver's
-// default, when unset), status.replicas, and the selector as a string.
+// scalePath splits a CRD's scale path (".spec.replicas") into fields.
+func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
+
+// specReplicasPath is where the Scale's spec.replicas is kept in the object:
+// spec.replicas for the built-ins, the CRD's specReplicasPath for custom
+// resources.
+func specReplicasPath(res *resource) []string {
+	if res.custom != nil {
+		return scalePath(res.custom.scale.SpecReplicasPath)
+	}
+	return []string{"spec", "replicas"}
+}
+
+// scaleOf is the autoscaling/v1 Scale of an object. Of a Deployment,
+// ReplicaSet, StatefulSet or ReplicationController: spec.replicas (1,
+// kube-apiserver's default, when unset), status.replicas, and the selector
+// as a string. Of a custom object: what the CRD's specReplicasPath,
+// statusReplicasPath and labelSelectorPath hold.
 func scaleOf(res *resource, obj *unstructured.Unstructured) (*autoscalingv1.Scale, error) {
 	s := &autoscalingv1.Scale{
 		TypeMeta: metav1.TypeMeta{APIVersion: scaleKind.GroupVersion().String(), Kind: scaleKind.Kind},
@@ -28,6 +44,16 @@ func scaleOf(res *resource, obj *unstructured.Unstructured) (*autoscalingv1.Scal
 			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
 			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(),
 		},
+	}
+	if res.custom != nil {
+		sc := res.custom.scale
+		spec, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sc.SpecReplicasPath)...)
+		status, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sc.StatusReplicasPath)...)
+		s.Spec.Replicas, s.Status.Replicas = int32(spec), int32(status)
+		if sc.LabelSelectorPath != nil {
+			s.Status.Selector, _, _ = unstructured.NestedString(obj.Object, scalePath(*sc.LabelSelectorPath)...)
+		}
+		return s, nil
 	}
 	replicas, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
 	if !found {
@@ -65,9 +91,10 @@ func writeScale(w http.ResponseWriter, res *resource, obj *unstructured.Unstruct
 	writeJSON(w, http.StatusOK, s)
 }
 
-// scale serves the scale subresource: reads are the Scale of the object,
-// writes (update, and patches of every kind applied to the Scale) set the
-// object's spec.replicas, as kube-apiserver's scale subresources do.
+// scale serves the scale subresource of built-in and custom resources:
+// reads are the Scale of the object, writes (update, and patches of every
+// kind applied to the Scale) set the object's replicas (specReplicasPath),
+// as kube-apiserver's scale subresources do.
 func (h *Handler) scale(w http.ResponseWriter, r *http.Request, req *request) {
 	if r.Method == http.MethodGet {
 		live, err := req.store.Get(req.res.storeResource(), req.namespace, req.name)
@@ -131,16 +158,24 @@ func (h *Handler) scale(w http.ResponseWriter, r *http.Request, req *request) {
 		if err != nil {
 			return nil, err
 		}
-		if want.Spec.Replicas < 0 {
+		// Custom objects' replicas are checked with the rest of the object.
+		if want.Spec.Replicas < 0 && req.res.custom == nil {
 			return nil, apierrors.NewInvalid(scaleKind.GroupKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
 		}
 		obj := live.DeepCopy()
-		if err := unstructured.SetNestedField(obj.Object, int64(want.Spec.Replicas), "spec", "replicas"); err != nil {
+		if err := unstructured.SetNestedField(obj.Object, int64(want.Spec.Replicas), specReplicasPath(req.res)...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 		// A resourceVersion in the Scale makes the write conditional.
 		obj.SetResourceVersion(want.ResourceVersion)
+		if req.res.custom != nil {
+			// Validated as an update of the main resource (the CRD's
+			// schema and rules hold); field ownership is not recorded.
+			main := *req
+			main.subresource = ""
+			return h.admit(&main, live, obj)
+		}
 		return h.finish(req, manager, live, obj)
 	})
 	if err != nil {

@@ -63,6 +63,9 @@ type Handler struct {
 
 	// tokenKey signs the service account tokens the Handler issues.
 	tokenKey []byte
+
+	// crds serves each cluster's CustomResourceDefinitions (crd_registry.go).
+	crds crdRegistry
 }
 
 var _ http.Handler = &Handler{}
@@ -158,32 +161,54 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, methodNotAllowed(r.Method, r.URL.Path))
 		return
 	}
+	switch path {
+	case "healthz", "livez", "readyz", "version":
+	default:
+		// Everything else depends on the cluster's resources, built-in and
+		// custom.
+		st, err := h.opts.StoreFor(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		h.serveCluster(w, r, st, path, segs)
+		return
+	}
+	switch {
+	case path == "healthz" || path == "livez" || path == "readyz":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok"))
+	case path == "version":
+		writeJSON(w, http.StatusOK, h.versionOf(r))
+	}
+}
+
+// serveCluster serves discovery and the resources of one cluster.
+func (h *Handler) serveCluster(w http.ResponseWriter, r *http.Request, st *store.Store, path string, segs []string) {
+	set, err := h.crds.set(st)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	switch {
 	case path == "":
 		paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"}
 		if h.openAPI != nil {
 			paths = append(paths, "/openapi/v2", "/openapi/v3")
 		}
-		for _, gv := range groupVersions {
+		for _, gv := range set.groupVersions() {
 			if gv.Group != "" {
 				paths = append(paths, "/apis/"+gv.Group, "/apis/"+gv.String())
 			}
 		}
 		writeJSON(w, http.StatusOK, metav1.RootPaths{Paths: paths})
 		return
-	case path == "healthz" || path == "livez" || path == "readyz":
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("ok"))
-		return
-	case path == "version":
-		writeJSON(w, http.StatusOK, h.versionOf(r))
-		return
 	case path == "api" && wantsAggregated(r):
-		writeAggregated(w, true)
+		writeAggregated(w, set, true)
 		return
 	case path == "apis" && wantsAggregated(r):
-		writeAggregated(w, false)
+		writeAggregated(w, set, false)
 		return
 	case path == "api":
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{
@@ -195,7 +220,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	case path == "apis":
-		writeJSON(w, http.StatusOK, apiGroupList())
+		writeJSON(w, http.StatusOK, set.apiGroupList())
 		return
 	}
 
@@ -205,7 +230,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	case segs[0] == "api" && len(segs) >= 2:
 		gv, rest = schema.GroupVersion{Version: segs[1]}, segs[2:]
 	case segs[0] == "apis" && len(segs) == 2:
-		if g := apiGroup(segs[1]); g != nil {
+		if g := set.apiGroup(segs[1]); g != nil {
 			writeJSON(w, http.StatusOK, g)
 			return
 		}
@@ -217,7 +242,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
 	}
-	if !servesGroupVersion(gv) {
+	if !set.servesGroupVersion(gv) {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
 	}
@@ -226,11 +251,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, methodNotAllowed(r.Method, r.URL.Path))
 			return
 		}
-		writeJSON(w, http.StatusOK, resourceList(gv))
+		writeJSON(w, http.StatusOK, set.resourceList(gv))
 		return
 	}
 
-	req, err := parseResourcePath(gv, rest)
+	req, err := parseResourcePath(set, gv, rest)
 	if err != nil {
 		writeError(w, notFoundPath(r.URL.Path))
 		return
@@ -239,11 +264,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req.store, err = h.opts.StoreFor(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
+	req.store = st
 	if h.serveBuiltin(w, r, req) {
 		return
 	}
@@ -257,20 +278,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 	}
-	h.serveResource(w, r, req)
+	h.crds.serve(r, req, func() { h.serveResource(w, r, req) })
 }
 
 // parseResourcePath reads {resource}[/{name}[/{sub}]] or
 // namespaces/{ns}/{resource}[/{name}[/{sub}]].
-func parseResourcePath(gv schema.GroupVersion, rest []string) (*request, error) {
+func parseResourcePath(set *resourceSet, gv schema.GroupVersion, rest []string) (*request, error) {
 	req := &request{}
 	if rest[0] == "namespaces" && len(rest) >= 3 {
-		if res := lookup(gv, rest[2]); res != nil && res.namespaced {
+		if res := set.lookup(gv, rest[2]); res != nil && res.namespaced {
 			req.res, req.namespace, rest = res, rest[1], rest[3:]
 		}
 	}
 	if req.res == nil {
-		res := lookup(gv, rest[0])
+		res := set.lookup(gv, rest[0])
 		if res == nil {
 			return nil, errors.New("no such resource")
 		}

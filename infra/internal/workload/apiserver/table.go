@@ -54,6 +54,12 @@ func partialObjectMetadata(u *unstructured.Unstructured) map[string]any {
 // (Services, Deployments, DaemonSets, ReplicaSets, StatefulSets,
 // ReplicationControllers, Jobs, CronJobs, HorizontalPodAutoscalers).
 func table(res *resource, items []*unstructured.Unstructured, rv string) *metav1.Table {
+	if res.custom != nil {
+		// A CRD's own columns; ones it cannot print fall back to NAME and AGE.
+		if t, err := customTable(res, items, rv); err == nil {
+			return t
+		}
+	}
 	var cells []func(*unstructured.Unstructured) any
 	t := &metav1.Table{
 		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"},

@@ -101,6 +101,7 @@ func eventObject(res *resource, shape shape, e watch.Event) any {
 	if !ok {
 		return e.Object
 	}
+	obj = inVersion(res, obj)
 	switch {
 	case shape == shapeMetadata:
 		return partialObjectMetadata(obj)
