@@ -26,7 +26,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
@@ -49,37 +48,6 @@ type Options struct {
 	// Log receives write failures, which cannot fail the store's change
 	// they follow.
 	Log logr.Logger
-}
-
-// record is one line of the file.
-type record struct {
-	RV         uint64         `json:"rv"`
-	Group      string         `json:"group,omitempty"`
-	Resource   string         `json:"resource"`
-	Namespaced bool           `json:"namespaced,omitempty"`
-	Namespace  string         `json:"namespace,omitempty"`
-	Name       string         `json:"name"`
-	Deleted    bool           `json:"deleted,omitempty"`
-	Object     map[string]any `json:"object,omitempty"`
-}
-
-// decodeRecord reads a line with Kubernetes' JSON rules for objects:
-// whole numbers are int64, as unstructured objects hold them.
-func decodeRecord(line []byte) (record, error) {
-	var raw struct {
-		record
-		Object json.RawMessage `json:"object,omitempty"`
-	}
-	if err := json.Unmarshal(line, &raw); err != nil {
-		return record{}, err
-	}
-	rec := raw.record
-	if len(raw.Object) > 0 {
-		if err := utiljson.Unmarshal(raw.Object, &rec.Object); err != nil {
-			return record{}, err
-		}
-	}
-	return rec, nil
 }
 
 type key struct {
@@ -154,7 +122,7 @@ func (j *Journal) read() error {
 		if err != nil {
 			return fmt.Errorf("failed to read journal %s at line %d: %w", j.opts.Path, n, err)
 		}
-		rec, err := decodeRecord(line)
+		rec, err := DecodeRecord(line)
 		if err != nil || line[len(line)-1] != '\n' {
 			// Only the last line can be torn (a crash mid-write); a bad
 			// line with more after it is corruption.
@@ -191,7 +159,7 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func (j *Journal) apply(rec record, size int64) {
+func (j *Journal) apply(rec Record, size int64) {
 	k := key{group: rec.Group, resource: rec.Resource, namespace: rec.Namespace, name: rec.Name}
 	if old, ok := j.objects[k]; ok {
 		j.liveLen -= old.size
@@ -200,28 +168,22 @@ func (j *Journal) apply(rec record, size int64) {
 	if rec.Deleted {
 		return
 	}
-	res := store.Resource{Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced}
+	res := rec.StoreResource()
 	j.objects[k] = live{res: res, obj: &unstructured.Unstructured{Object: rec.Object}, rv: rec.RV, size: size}
 	j.liveLen += size
 }
 
 // Put implements store.Journal.
 func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, rv uint64) {
-	j.append(record{
-		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), Object: obj.Object,
-	})
+	j.append(PutRecord(res, obj, rv))
 }
 
 // Delete implements store.Journal.
 func (j *Journal) Delete(res store.Resource, namespace, name string, rv uint64) {
-	j.append(record{
-		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
-		Namespace: namespace, Name: name, Deleted: true,
-	})
+	j.append(DeleteRecord(res, namespace, name, rv))
 }
 
-func (j *Journal) append(rec record) {
+func (j *Journal) append(rec Record) {
 	line, err := json.Marshal(rec)
 	if err != nil {
 		j.opts.Log.Error(err, "Failed to encode a workload object for its journal", "journal", j.opts.Path, "name", rec.Name)
@@ -236,7 +198,7 @@ func (j *Journal) append(rec record) {
 	if rec.Deleted {
 		j.apply(rec, 0)
 	} else {
-		j.apply(record{RV: rec.RV, Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced,
+		j.apply(Record{RV: rec.RV, Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced,
 			Namespace: rec.Namespace, Name: rec.Name, Object: rec.Object}, int64(len(line)))
 	}
 	if _, err := j.f.Write(line); err != nil {
@@ -266,7 +228,7 @@ func (j *Journal) rewrite() error {
 	w := bufio.NewWriterSize(f, 256<<10)
 	var size int64
 	for k, l := range j.objects {
-		line, err := json.Marshal(record{
+		line, err := json.Marshal(Record{
 			RV: l.rv, Group: l.res.Group, Resource: l.res.Resource, Namespaced: l.res.Namespaced,
 			Namespace: k.namespace, Name: k.name, Object: l.obj.Object,
 		})

@@ -21,11 +21,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/capi-monolith/capi-monolith/infra/internal/workload/journal"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
 )
 
@@ -91,18 +91,6 @@ func HeadName(cluster string) string { return cluster + "-workload-state" }
 
 func chunkName(cluster string, generation, i int) string {
 	return fmt.Sprintf("%s-%d-%d", HeadName(cluster), generation, i)
-}
-
-// record is one line of the delta or the snapshot.
-type record struct {
-	RV         uint64         `json:"rv"`
-	Group      string         `json:"group,omitempty"`
-	Resource   string         `json:"resource"`
-	Namespaced bool           `json:"namespaced,omitempty"`
-	Namespace  string         `json:"namespace,omitempty"`
-	Name       string         `json:"name"`
-	Deleted    bool           `json:"deleted,omitempty"`
-	Object     map[string]any `json:"object,omitempty"`
 }
 
 type key struct {
@@ -253,7 +241,7 @@ func (j *Journal) replay(r io.Reader) error {
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			rec, decErr := decodeRecord(line)
+			rec, decErr := journal.DecodeRecord(line)
 			if decErr != nil {
 				return fmt.Errorf("line %d: %w", n, decErr)
 			}
@@ -268,26 +256,7 @@ func (j *Journal) replay(r io.Reader) error {
 	}
 }
 
-// decodeRecord reads a line with Kubernetes' JSON rules for objects:
-// whole numbers are int64, as unstructured objects hold them.
-func decodeRecord(line []byte) (record, error) {
-	var raw struct {
-		record
-		Object json.RawMessage `json:"object,omitempty"`
-	}
-	if err := json.Unmarshal(line, &raw); err != nil {
-		return record{}, err
-	}
-	rec := raw.record
-	if len(raw.Object) > 0 {
-		if err := utiljson.Unmarshal(raw.Object, &rec.Object); err != nil {
-			return record{}, err
-		}
-	}
-	return rec, nil
-}
-
-func (j *Journal) apply(rec record) {
+func (j *Journal) apply(rec journal.Record) {
 	k := key{group: rec.Group, resource: rec.Resource, namespace: rec.Namespace, name: rec.Name}
 	if rec.RV > j.lastRV {
 		j.lastRV = rec.RV
@@ -296,27 +265,21 @@ func (j *Journal) apply(rec record) {
 		delete(j.objects, k)
 		return
 	}
-	res := store.Resource{Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced}
+	res := rec.StoreResource()
 	j.objects[k] = live{res: res, obj: &unstructured.Unstructured{Object: rec.Object}, rv: rec.RV}
 }
 
 // Put implements store.Journal.
 func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, rv uint64) {
-	j.record(record{
-		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), Object: obj.Object,
-	})
+	j.record(journal.PutRecord(res, obj, rv))
 }
 
 // Delete implements store.Journal.
 func (j *Journal) Delete(res store.Resource, namespace, name string, rv uint64) {
-	j.record(record{
-		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
-		Namespace: namespace, Name: name, Deleted: true,
-	})
+	j.record(journal.DeleteRecord(res, namespace, name, rv))
 }
 
-func (j *Journal) record(rec record) {
+func (j *Journal) record(rec journal.Record) {
 	line, err := json.Marshal(rec)
 	if err != nil {
 		j.log.Error(err, "Failed to encode a workload object for its state", "name", rec.Name)
@@ -522,10 +485,7 @@ func (j *Journal) writeSnapshot(ctx context.Context, objects []live, rv uint64) 
 		return err
 	}
 	for _, l := range objects {
-		line, err := json.Marshal(record{
-			RV: l.rv, Group: l.res.Group, Resource: l.res.Resource, Namespaced: l.res.Namespaced,
-			Namespace: l.obj.GetNamespace(), Name: l.obj.GetName(), Object: l.obj.Object,
-		})
+		line, err := json.Marshal(journal.PutRecord(l.res, l.obj, l.rv))
 		if err != nil {
 			return fmt.Errorf("failed to encode %s %s: %w", l.res.Resource, l.obj.GetName(), err)
 		}
