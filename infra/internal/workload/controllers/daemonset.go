@@ -36,18 +36,8 @@ const templateGenerationLabel = "pod-template-generation"
 // and their images differ from the template's) as far as maxUnavailable
 // allows; OnDelete leaves them.
 func (c *Cluster) reconcileDaemonSet(namespace, name string) error {
-	u, err := c.store.Get(daemonSets, namespace, name)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	ds, err := typed[appsv1.DaemonSet](u)
-	if err != nil {
+	u, ds, err := liveObject[appsv1.DaemonSet](c, daemonSets, namespace, name)
+	if u == nil || err != nil {
 		return err
 	}
 	nodeObjs, _, err := c.store.List(nodes, "", store.ListOptions{})

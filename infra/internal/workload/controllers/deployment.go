@@ -30,18 +30,8 @@ const (
 // --for=condition=Available` and `helm install --wait` read. One step at
 // a time: each ReplicaSet write brings the Deployment back here.
 func (c *Cluster) reconcileDeployment(namespace, name string) error {
-	u, err := c.store.Get(deployments, namespace, name)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	d, err := typed[appsv1.Deployment](u)
-	if err != nil {
+	u, d, err := liveObject[appsv1.Deployment](c, deployments, namespace, name)
+	if u == nil || err != nil {
 		return err
 	}
 	objs, err := c.owned(replicaSets, u, nil)

@@ -21,18 +21,8 @@ import (
 // Indexed Jobs get one Pod per completion index. A suspended Job makes no
 // Pods. Simulated containers never fail, so backoffLimit never counts.
 func (c *Cluster) reconcileJob(namespace, name string) error {
-	u, err := c.store.Get(jobs, namespace, name)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	j, err := typed[batchv1.Job](u)
-	if err != nil {
+	u, j, err := liveObject[batchv1.Job](c, jobs, namespace, name)
+	if u == nil || err != nil {
 		return err
 	}
 	if jobFinished(j) {

@@ -39,6 +39,26 @@ var (
 	storageClasses         = store.Resource{Group: "storage.k8s.io", Resource: "storageclasses"}
 )
 
+// liveObject reads an object to reconcile and its typed form; nil, with
+// no error, when it is gone or being deleted (nothing to do then).
+func liveObject[T any](c *Cluster, res store.Resource, namespace, name string) (*unstructured.Unstructured, *T, error) {
+	u, err := c.store.Get(res, namespace, name)
+	if isGone(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return nil, nil, nil
+	}
+	t, err := typed[T](u)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, t, nil
+}
+
 // typed converts a stored object to its Go type, to read it.
 func typed[T any](u *unstructured.Unstructured) (*T, error) {
 	out := new(T)

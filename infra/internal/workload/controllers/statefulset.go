@@ -29,18 +29,8 @@ const (
 // (<template>-<name>-<ordinal>) and kept. The revision is
 // <name>-<template hash>; no ControllerRevision objects are kept.
 func (c *Cluster) reconcileStatefulSet(namespace, name string) error {
-	u, err := c.store.Get(statefulSets, namespace, name)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	s, err := typed[appsv1.StatefulSet](u)
-	if err != nil {
+	u, s, err := liveObject[appsv1.StatefulSet](c, statefulSets, namespace, name)
+	if u == nil || err != nil {
 		return err
 	}
 	replicas := ptr.Deref(s.Spec.Replicas, 1)
