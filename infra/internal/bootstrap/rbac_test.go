@@ -12,10 +12,14 @@ import (
 
 // Data only gets Secrets (they bypass the cache): infra, whose one
 // MonolithMachine controller runs it for every machine, may get Secrets,
-// never list or watch every Secret of every namespace; machinepool, which
-// only names the Secret through its owner adapter, needs no access at all.
-func TestTheModulesReadingBootstrapDataMayOnlyGetSecrets(t *testing.T) {
-	want := map[string][]string{"infra": {"get"}, "machinepool": nil}
+// never watch them, so no informer holds every Secret of every namespace.
+// Its other Secret verbs are the inMemory workload state's
+// (--inmemory-workload-state=secrets, secretjournal): an uncached client
+// that creates, updates and deletes the state Secrets of one cluster and
+// lists them in that cluster's namespace by label. machinepool, which only
+// names the Secret through its owner adapter, needs no access at all.
+func TestTheModulesReadingBootstrapDataNeverWatchSecrets(t *testing.T) {
+	want := map[string][]string{"infra": {"get", "create", "update", "delete", "list"}, "machinepool": nil}
 	for module, wantVerbs := range want {
 		t.Run(module, func(t *testing.T) {
 			g := NewWithT(t)
