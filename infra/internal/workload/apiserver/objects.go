@@ -85,7 +85,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req *request) {
 	writeJSON(w, http.StatusOK, obj.Object)
 }
 
-func selectors(r *http.Request) (labels.Selector, fields.Selector, error) {
+// selectors are the request's label and field selectors, the field
+// selector in the labels of the resource's storage.
+func selectors(r *http.Request, res *resource) (labels.Selector, fields.Selector, error) {
 	q := r.URL.Query()
 	ls, err := labels.Parse(q.Get("labelSelector"))
 	if err != nil {
@@ -95,11 +97,14 @@ func selectors(r *http.Request) (labels.Selector, fields.Selector, error) {
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid fieldSelector: %v", err))
 	}
+	if fs, err = storageFieldSelector(res, fs); err != nil {
+		return nil, nil, err
+	}
 	return ls, fs, nil
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
-	ls, fs, err := selectors(r)
+	ls, fs, err := selectors(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -186,6 +191,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
+	if obj, err = toStorage(req.res, obj); err != nil {
+		writeError(w, err)
+		return
+	}
 	created, err := req.store.Create(req.res.storeResource(), obj, wo...)
 	if err != nil {
 		writeError(w, err)
@@ -226,6 +235,9 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		conditional := next.GetResourceVersion() != "" && next.GetResourceVersion() != live.GetResourceVersion()
 		if next.GetResourceVersion() == "" {
 			next.SetResourceVersion(live.GetResourceVersion())
+		}
+		if next, err = toStorage(req.res, next); err != nil {
+			return nil, err
 		}
 		out, err := req.store.Update(req.res.storeResource(), next, wo...)
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
@@ -374,7 +386,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 		writeError(w, err)
 		return
 	}
-	ls, fs, err := selectors(r)
+	ls, fs, err := selectors(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
