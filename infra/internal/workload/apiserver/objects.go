@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -354,8 +355,9 @@ func preconditions(opts *metav1.DeleteOptions) store.Preconditions {
 
 // delete deletes as kube-apiserver does: the propagation policy decides
 // what the store's garbage collector does with the object's dependents
-// (Background: after it, Foreground: before it, Orphan: they stay); grace
-// periods change nothing, there is no kubelet to wait for.
+// (Background: after it, Foreground: before it, Orphan: they stay); a Pod
+// bound to a Node is deleted gracefully (podGracePeriod), its kubelet (the
+// workload controllers) ending it.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	opts, err := deleteOptions(r)
 	if err != nil {
@@ -366,6 +368,11 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if isPods(req.res) {
+		if live, err := req.store.Get(req.res.storeResource(), req.namespace, req.name); err == nil {
+			wo = append(wo, store.GracePeriod(podGracePeriod(opts, live)))
+		}
 	}
 	obj, gone, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...)
 	if err != nil {
@@ -398,7 +405,11 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 	}
 	deleted := make([]any, 0, len(items))
 	for _, i := range items {
-		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), preconditions(opts), wo...)
+		iwo := wo
+		if isPods(req.res) {
+			iwo = append(slices.Clip(wo), store.GracePeriod(podGracePeriod(opts, i)))
+		}
+		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), preconditions(opts), iwo...)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -414,6 +425,31 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 		"metadata":   map[string]any{"resourceVersion": req.store.ResourceVersion()},
 		"items":      deleted,
 	})
+}
+
+func isPods(res *resource) bool { return res.gv == coreV1 && res.name == "pods" }
+
+// podGracePeriod is the grace period kube-apiserver's Pod strategy gives
+// a deletion: the request's gracePeriodSeconds, else the Pod's
+// terminationGracePeriodSeconds (30 when unset); 0 for a Pod bound to no
+// Node or already finished, which no kubelet is to stop. A negative
+// period is 1, as kube-apiserver makes it.
+func podGracePeriod(opts *metav1.DeleteOptions, pod *unstructured.Unstructured) int64 {
+	node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName")
+	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
+	if node == "" || phase == "Succeeded" || phase == "Failed" {
+		return 0
+	}
+	if g := opts.GracePeriodSeconds; g != nil {
+		if *g < 0 {
+			return 1
+		}
+		return *g
+	}
+	if g, found, _ := unstructured.NestedInt64(pod.Object, "spec", "terminationGracePeriodSeconds"); found {
+		return g
+	}
+	return 30
 }
 
 // validateName applies kube-apiserver's name rules: namespaces are DNS
