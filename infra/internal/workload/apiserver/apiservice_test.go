@@ -32,7 +32,7 @@ func TestAPIServicesAreWrittenAndGetTheAggregatorsAvailability(t *testing.T) {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
 			"metadata": map[string]any{"name": name},
-			"spec": map[string]any{"group": group, "version": "v1", "groupPriorityMinimum": int64(100), "versionPriority": int64(10)},
+			"spec":     map[string]any{"group": group, "version": "v1", "groupPriorityMinimum": int64(100), "versionPriority": int64(10)},
 		}}
 		if service != "" {
 			u.Object["spec"].(map[string]any)["service"] = map[string]any{"namespace": "default", "name": service, "port": int64(443)}
