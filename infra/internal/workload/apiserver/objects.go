@@ -61,6 +61,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 // and clients read.
 func defaultOnCreate(res *resource, obj *unstructured.Unstructured) {
 	// (Namespaces get theirs from the store, which also makes the initial ones.)
+	defaultBuiltin(res, obj)
 	if res.gv == coreV1 && res.name == "pods" {
 		if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "" {
 			_ = unstructured.SetNestedField(obj.Object, "Pending", "status", "phase")
