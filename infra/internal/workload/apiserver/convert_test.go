@@ -170,6 +170,15 @@ func TestBothVersionsShareOneStorage(t *testing.T) {
 	core, err := cs.CoreV1().Events("default").Get(ctx, "e", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(core.Message).To(Equal("changed"))
+	// kubectl get events and kubectl events both show what the
+	// events.k8s.io patch changed.
+	_, kubectl := kubectlFor(t, ts, "c1")
+	for _, args := range [][]string{{"get", "events"}, {"events"}} {
+		out, err := kubectl(args...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("changed"), "kubectl %v", args)
+	}
+
 	// Server-side apply in one version of what another wrote in the other.
 	_, err = cs.EventsV1().Events("default").Patch(ctx, "e", types.ApplyPatchType,
 		[]byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e"},"note":"applied"}`),
