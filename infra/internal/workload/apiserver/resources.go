@@ -38,7 +38,7 @@ type resource struct {
 	// storeAs is the name the store keeps the resource's objects under
 	// when it is not the resource's name: a group resource served in
 	// more than one version keeps the objects of the versions after the
-	// preferred one apart (there is no conversion between versions).
+	// preferred one apart, unless convert.go converts between them.
 	storeAs string
 	// conversion is set for a resource served from another one's storage
 	// (convert.go).
