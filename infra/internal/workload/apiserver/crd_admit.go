@@ -44,7 +44,8 @@ var crdTypeConverter = managedfields.NewDeducedTypeConverter()
 
 // typeConverterFor is the server-side apply schema of a built-in resource.
 func (h *Handler) typeConverterFor(res *resource) managedfields.TypeConverter {
-	if isCRDResource(res) {
+	if isCRDResource(res) || isAPIServiceResource(res) {
+		// (kube-aggregator ships no apply configurations either.)
 		return crdTypeConverter
 	}
 	return h.typeConverter
@@ -60,6 +61,8 @@ func (h *Handler) admit(req *request, live, obj *unstructured.Unstructured) (*un
 		return admitCustom(req, live, obj)
 	case isCRDResource(req.res):
 		return admitCRD(req, live, obj)
+	case isAPIServiceResource(req.res):
+		return admitAPIService(req, live, obj)
 	}
 	return obj, nil
 }

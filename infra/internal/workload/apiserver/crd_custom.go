@@ -177,12 +177,21 @@ func newObject(res *resource) (runtime.Object, error) {
 	return apiScheme().New(res.gvk())
 }
 
-// inVersion is obj as the request's version shows it: custom objects are
+// inVersion is obj as the request's version shows it: a resource served
+// from another one's storage converts it (convert.go); custom objects are
 // stored in their CRD's storage version and, with no conversion webhook
 // (strategy None), read in another served version by their apiVersion
 // alone, as kube-apiserver converts them. obj is not modified (watch
 // events share it with the store).
 func inVersion(res *resource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if res != nil && res.conversion != nil && obj != nil && obj.GetAPIVersion() != res.gv.String() {
+		out, err := res.conversion.fromStorage(obj.Object)
+		if err != nil {
+			// The store holds only what toStorage made: this is a bug.
+			panic(fmt.Sprintf("converting a stored %s to %s: %v", obj.GetKind(), res.gv, err))
+		}
+		return &unstructured.Unstructured{Object: out}
+	}
 	if res == nil || res.custom == nil || obj == nil || obj.GetAPIVersion() == res.gv.String() {
 		return obj
 	}

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,7 @@ func (h *Handler) finish(req *request, manager string, live, next *unstructured.
 // and clients read.
 func defaultOnCreate(res *resource, obj *unstructured.Unstructured) {
 	// (Namespaces get theirs from the store, which also makes the initial ones.)
+	defaultBuiltin(res, obj)
 	if res.gv == coreV1 && res.name == "pods" {
 		if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "" {
 			_ = unstructured.SetNestedField(obj.Object, "Pending", "status", "phase")
@@ -85,7 +87,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, req *request) {
 	writeJSON(w, http.StatusOK, obj.Object)
 }
 
-func selectors(r *http.Request) (labels.Selector, fields.Selector, error) {
+// selectors are the request's label and field selectors, the field
+// selector in the labels of the resource's storage.
+func selectors(r *http.Request, res *resource) (labels.Selector, fields.Selector, error) {
 	q := r.URL.Query()
 	ls, err := labels.Parse(q.Get("labelSelector"))
 	if err != nil {
@@ -95,11 +99,14 @@ func selectors(r *http.Request) (labels.Selector, fields.Selector, error) {
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid fieldSelector: %v", err))
 	}
+	if fs, err = storageFieldSelector(res, fs); err != nil {
+		return nil, nil, err
+	}
 	return ls, fs, nil
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, req *request) {
-	ls, fs, err := selectors(r)
+	ls, fs, err := selectors(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -186,6 +193,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, err)
 		return
 	}
+	if obj, err = toStorage(req.res, obj); err != nil {
+		writeError(w, err)
+		return
+	}
 	created, err := req.store.Create(req.res.storeResource(), obj, wo...)
 	if err != nil {
 		writeError(w, err)
@@ -226,6 +237,9 @@ func (h *Handler) guaranteedUpdate(req *request, wo []store.WriteOption, mutate 
 		conditional := next.GetResourceVersion() != "" && next.GetResourceVersion() != live.GetResourceVersion()
 		if next.GetResourceVersion() == "" {
 			next.SetResourceVersion(live.GetResourceVersion())
+		}
+		if next, err = toStorage(req.res, next); err != nil {
+			return nil, err
 		}
 		out, err := req.store.Update(req.res.storeResource(), next, wo...)
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {
@@ -342,8 +356,9 @@ func preconditions(opts *metav1.DeleteOptions) store.Preconditions {
 
 // delete deletes as kube-apiserver does: the propagation policy decides
 // what the store's garbage collector does with the object's dependents
-// (Background: after it, Foreground: before it, Orphan: they stay); grace
-// periods change nothing, there is no kubelet to wait for.
+// (Background: after it, Foreground: before it, Orphan: they stay); a Pod
+// bound to a Node is deleted gracefully (podGracePeriod), its kubelet (the
+// workload controllers) ending it.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	opts, err := deleteOptions(r)
 	if err != nil {
@@ -354,6 +369,11 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if isPods(req.res) {
+		if live, err := req.store.Get(req.res.storeResource(), req.namespace, req.name); err == nil {
+			wo = append(wo, store.GracePeriod(podGracePeriod(opts, live)))
+		}
 	}
 	obj, gone, err := req.store.Delete(req.res.storeResource(), req.namespace, req.name, preconditions(opts), wo...)
 	if err != nil {
@@ -374,7 +394,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 		writeError(w, err)
 		return
 	}
-	ls, fs, err := selectors(r)
+	ls, fs, err := selectors(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -386,7 +406,11 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 	}
 	deleted := make([]any, 0, len(items))
 	for _, i := range items {
-		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), preconditions(opts), wo...)
+		iwo := wo
+		if isPods(req.res) {
+			iwo = append(slices.Clip(wo), store.GracePeriod(podGracePeriod(opts, i)))
+		}
+		obj, _, err := req.store.Delete(req.res.storeResource(), i.GetNamespace(), i.GetName(), preconditions(opts), iwo...)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -402,6 +426,31 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request, req *
 		"metadata":   map[string]any{"resourceVersion": req.store.ResourceVersion()},
 		"items":      deleted,
 	})
+}
+
+func isPods(res *resource) bool { return res.gv == coreV1 && res.name == "pods" }
+
+// podGracePeriod is the grace period kube-apiserver's Pod strategy gives
+// a deletion: the request's gracePeriodSeconds, else the Pod's
+// terminationGracePeriodSeconds (30 when unset); 0 for a Pod bound to no
+// Node or already finished, which no kubelet is to stop. A negative
+// period is 1, as kube-apiserver makes it.
+func podGracePeriod(opts *metav1.DeleteOptions, pod *unstructured.Unstructured) int64 {
+	node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName")
+	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
+	if node == "" || phase == "Succeeded" || phase == "Failed" {
+		return 0
+	}
+	if g := opts.GracePeriodSeconds; g != nil {
+		if *g < 0 {
+			return 1
+		}
+		return *g
+	}
+	if g, found, _ := unstructured.NestedInt64(pod.Object, "spec", "terminationGracePeriodSeconds"); found {
+		return g
+	}
+	return 30
 }
 
 // validateName applies kube-apiserver's name rules: namespaces are DNS

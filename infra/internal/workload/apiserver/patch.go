@@ -57,7 +57,7 @@ func (h *Handler) fieldManager(res *resource, subresource string) (*managedfield
 			fieldpath.APIVersion(res.gv.String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(excluded)),
 		}
 	}
-	fm, err := managedfields.NewDefaultFieldManager(h.typeConverterFor(res), scheme.Scheme, scheme.Scheme, scheme.Scheme,
+	fm, err := managedfields.NewDefaultFieldManager(h.typeConverterFor(res), objectConvertor{scheme.Scheme}, scheme.Scheme, scheme.Scheme,
 		res.gvk(), res.gv, subresource, reset)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("failed to make the field manager of %s: %w", res.kind, err))
@@ -287,6 +287,10 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 				writeError(w, err)
 				return
 			}
+			if next, err = toStorage(req.res, next); err != nil {
+				writeError(w, err)
+				return
+			}
 			created, err := req.store.Create(sr, next, wo...)
 			if apierrors.IsAlreadyExists(err) && attempt < maxConflictRetries {
 				continue
@@ -308,6 +312,10 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *request, bo
 		conditional := applied.GetResourceVersion() != ""
 		if !conditional {
 			next.SetResourceVersion(live.GetResourceVersion())
+		}
+		if next, err = toStorage(req.res, next); err != nil {
+			writeError(w, err)
+			return
 		}
 		out, err := req.store.Update(sr, next, wo...)
 		if apierrors.IsConflict(err) && !conditional && attempt < maxConflictRetries {

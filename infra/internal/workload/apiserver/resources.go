@@ -38,8 +38,11 @@ type resource struct {
 	// storeAs is the name the store keeps the resource's objects under
 	// when it is not the resource's name: a group resource served in
 	// more than one version keeps the objects of the versions after the
-	// preferred one apart (there is no conversion between versions).
+	// preferred one apart, unless convert.go converts between them.
 	storeAs string
+	// conversion is set for a resource served from another one's storage
+	// (convert.go).
+	conversion *conversion
 	// builtin says the resource is one of kube-apiserver's own, whose
 	// aggregated discovery names a response kind without group and version.
 	builtin bool
@@ -60,6 +63,9 @@ type subresource struct {
 func (r *resource) gvk() schema.GroupVersionKind { return r.gv.WithKind(r.kind) }
 
 func (r *resource) storeResource() store.Resource {
+	if r.conversion != nil {
+		return store.Resource{Group: r.conversion.storage.Group, Resource: r.conversion.storage.Resource, Namespaced: r.namespaced}
+	}
 	name := r.name
 	if r.storeAs != "" {
 		name = r.storeAs
@@ -121,9 +127,9 @@ var (
 // resources are the built-in resources every cluster serves (crd_set.go
 // adds each cluster's CRDs): kube-apiserver's own (builtinResources,
 // generated from its discovery; what each does beyond storing objects is
-// in builtin_resources.go). Core and events.k8s.io
-// Events are stored apart (a real cluster serves one storage in both
-// shapes). PodDisruptionBudgets are honoured by evictions; nothing
+// in builtin_resources.go). Core and events.k8s.io Events are one storage,
+// and so are autoscaling/v1 and v2 HorizontalPodAutoscalers (convert.go).
+// PodDisruptionBudgets are honoured by evictions; nothing
 // computes their status (no disruption controller), so whoever creates one
 // sets it.
 var resources = builtinResources
@@ -135,7 +141,8 @@ func init() {
 	preferred := map[schema.GroupResource]bool{}
 	for _, r := range resources {
 		gr := schema.GroupResource{Group: r.gv.Group, Resource: r.name}
-		if preferred[gr] {
+		r.conversion = conversionOf(r.gv, r.name)
+		if preferred[gr] && r.conversion == nil {
 			r.storeAs = r.name + "." + r.gv.Version
 		}
 		preferred[gr] = true

@@ -22,7 +22,7 @@ const minWatchTimeout = 30 * time.Minute
 // line, flushed as it happens, until the client goes, the timeout passes or
 // the store ends the watch.
 func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
-	ls, fs, err := selectors(r)
+	ls, fs, err := selectors(r, req.res)
 	if err != nil {
 		writeError(w, err)
 		return

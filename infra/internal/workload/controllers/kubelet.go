@@ -32,12 +32,12 @@ func (c *Cluster) reconcilePod(_ context.Context, namespace, name string) (time.
 	if err != nil {
 		return 0, err
 	}
-	if u.GetDeletionTimestamp() != nil {
-		return 0, nil
-	}
 	p, err := typed[corev1.Pod](u)
 	if err != nil {
 		return 0, err
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return 0, c.terminatePod(u, p)
 	}
 	if p.Spec.NodeName == "" {
 		return 0, c.schedule(u, p)
@@ -45,11 +45,40 @@ func (c *Cluster) reconcilePod(_ context.Context, namespace, name string) (time.
 	return 0, c.runPod(u, p)
 }
 
-// kubeletHasWork says whether a bound Pod is still to be started, or is a
-// Job's Pod to be finished.
+// terminatePod is the kubelet ending a Pod deleted with a grace period:
+// its containers exit at once (a kubelet whose containers stop before
+// their grace period ends), its status says so, and the Pod is deleted
+// with grace 0, as a kubelet finishes a graceful deletion.
+func (c *Cluster) terminatePod(u *unstructured.Unstructured, p *corev1.Pod) error {
+	if !terminating(u) {
+		return nil
+	}
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		now := metav1.NewTime(c.m.opts.Now().Truncate(time.Second))
+		if err := c.setStatus(pods, u, completedStatus(p, now)); err != nil && !isGone(err) {
+			return err
+		}
+	}
+	_, _, err := c.store.Delete(pods, p.Namespace, p.Name, store.Preconditions{UID: p.UID}, store.GracePeriod(0))
+	if err != nil && !isGone(err) {
+		return fmt.Errorf("failed to delete Pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// terminating says whether a Pod is being deleted with a grace period
+// running: its kubelet is to end it.
+func terminating(u *unstructured.Unstructured) bool {
+	g := u.GetDeletionGracePeriodSeconds()
+	return u.GetDeletionTimestamp() != nil && g != nil && *g > 0
+}
+
+// kubeletHasWork says whether a bound Pod is still to be started, is a
+// Job's Pod to be finished, or is to be terminated.
 func kubeletHasWork(u *unstructured.Unstructured) bool {
 	if u.GetDeletionTimestamp() != nil {
-		return false
+		n, _, _ := unstructured.NestedString(u.Object, "spec", "nodeName")
+		return n != "" && terminating(u)
 	}
 	if n, _, _ := unstructured.NestedString(u.Object, "spec", "nodeName"); n == "" {
 		return false

@@ -446,14 +446,12 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 		if fins, changed := gcFinalizers(obj.GetFinalizers(), wo.propagation); changed {
 			obj.SetFinalizers(fins)
 		}
-		if obj.GetDeletionTimestamp() == nil {
-			now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
-			obj.SetDeletionTimestamp(&now)
-			obj.SetDeletionGracePeriodSeconds(new(int64))
+		if obj.GetDeletionTimestamp() == nil || shortens(obj, wo.grace) {
+			s.markDeleted(obj, wo.grace)
 		}
 		return obj, s.removable(res, obj) && res != Namespaces, nil
 	}
-	obj, gone := s.deleteLocked(res, k, old, wo.propagation)
+	obj, gone := s.deleteLockedGrace(res, k, old, wo.propagation, wo.grace)
 	return obj.DeepCopy(), gone, nil
 }
 
@@ -463,6 +461,17 @@ type WriteOption func(*writeOpts)
 type writeOpts struct {
 	dryRun      bool
 	propagation *metav1.DeletionPropagation
+	grace       *int64
+}
+
+// GracePeriod makes a Delete graceful, as kube-apiserver deletes a Pod
+// bound to a Node: an object deleted with seconds > 0 is only marked
+// (deletionTimestamp now + seconds, deletionGracePeriodSeconds) until a
+// Delete with a shorter period, 0 removing it (its finalizers gone). A
+// Delete without GracePeriod is immediate the first time and leaves the
+// period of an object already being deleted as it is.
+func GracePeriod(seconds int64) WriteOption {
+	return func(o *writeOpts) { o.grace = &seconds }
 }
 
 // DryRun makes a write check and compute everything and store nothing
@@ -479,9 +488,36 @@ func writeOptions(opts []WriteOption) writeOpts {
 	return o
 }
 
+// shortens says whether a grace period is shorter than the one the object
+// is being deleted with.
+func shortens(obj *unstructured.Unstructured, grace *int64) bool {
+	if grace == nil {
+		return false
+	}
+	cur := obj.GetDeletionGracePeriodSeconds()
+	return cur == nil || *grace < *cur
+}
+
+// markDeleted sets the deletion timestamp and grace period, as
+// kube-apiserver does: the timestamp is when the grace period ends.
+func (s *Store) markDeleted(obj *unstructured.Unstructured, grace *int64) {
+	seconds := int64(0)
+	if grace != nil && *grace > 0 {
+		seconds = *grace
+	}
+	at := metav1.NewTime(s.opts.Now().Truncate(time.Second).Add(time.Duration(seconds) * time.Second))
+	obj.SetDeletionTimestamp(&at)
+	obj.SetDeletionGracePeriodSeconds(&seconds)
+}
+
 // deleteLocked deletes (or marks) the stored object old; policy nil keeps
 // the GC finalizer it has.
 func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured, policy *metav1.DeletionPropagation) (*unstructured.Unstructured, bool) {
+	return s.deleteLockedGrace(res, k, old, policy, nil)
+}
+
+// deleteLockedGrace is deleteLocked with a grace period (GracePeriod).
+func (s *Store) deleteLockedGrace(res Resource, k key, old *unstructured.Unstructured, policy *metav1.DeletionPropagation, grace *int64) (*unstructured.Unstructured, bool) {
 	isNamespace := res == Namespaces
 	finalizers, changed := gcFinalizers(old.GetFinalizers(), policy)
 	if old.GetDeletionTimestamp() == nil {
@@ -489,9 +525,7 @@ func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured
 		if changed {
 			obj.SetFinalizers(finalizers)
 		}
-		now := metav1.NewTime(s.opts.Now().Truncate(time.Second))
-		obj.SetDeletionTimestamp(&now)
-		obj.SetDeletionGracePeriodSeconds(new(int64))
+		s.markDeleted(obj, grace)
 		if isNamespace {
 			_ = unstructured.SetNestedField(obj.Object, "Terminating", "status", "phase")
 		}
@@ -513,10 +547,14 @@ func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured
 		return obj, false
 	}
 	// Deleting again what is already being deleted changes only its GC
-	// finalizer, as kube-apiserver's registry does.
-	if changed {
+	// finalizer and shortens its grace period, as kube-apiserver's
+	// registry does.
+	if changed || shortens(old, grace) {
 		obj := old.DeepCopy()
 		obj.SetFinalizers(finalizers)
+		if shortens(old, grace) {
+			s.markDeleted(obj, grace)
+		}
 		return s.replaceLocked(res, k, old, obj)
 	}
 	return old, false
@@ -545,6 +583,9 @@ func (s *Store) deleteNamespaceContent(namespace string) {
 func (s *Store) removable(res Resource, obj *unstructured.Unstructured) bool {
 	if len(obj.GetFinalizers()) > 0 {
 		return false
+	}
+	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
+		return false // its grace period is running (GracePeriod)
 	}
 	if res == Namespaces {
 		return s.perNamespace[obj.GetName()] == 0
