@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +71,8 @@ type PhasesWith[T Object, R any] interface {
 }
 
 // ClusterGetter finds the Cluster of an object. It returns nil and no error
-// when the object has no Cluster, or when that Cluster does not exist.
+// when the object names no Cluster, and an error wrapping
+// ErrClusterNotFound when the Cluster it names does not exist.
 type ClusterGetter[T Object] func(ctx context.Context, c client.Client, obj T) (*clusterv1.Cluster, error)
 
 // Options configure a Reconciler whose phases keep no results.
@@ -88,12 +90,16 @@ type OptionsWith[T Object, R any] struct {
 	// Finalizer is added before the first normal phase and removed when the
 	// delete phase finishes. Empty means the kind has no finalizer.
 	Finalizer string
-	// GetCluster finds the object's Cluster; nil means the kind has none,
-	// and only the paused annotation pauses it.
+	// GetCluster finds the object's Cluster (ErrClusterNotFound when the
+	// Cluster it names is not found; with RequireCluster the object then
+	// looks again after ClusterNotFoundRequeue); nil means the kind has
+	// none, and only the paused annotation pauses it.
 	GetCluster ClusterGetter[T]
 	// RequireCluster makes the reconciler wait, without adding the
 	// finalizer, until the Cluster is found (the contract of infrastructure
-	// objects, whose owner reference Cluster API sets). Deletion never waits.
+	// objects, whose owner reference Cluster API sets): for an event of the
+	// object while it names no Cluster, every ClusterNotFoundRequeue while
+	// the Cluster it names is not found. Deletion never waits.
 	RequireCluster bool
 	// WatchFilterValue skips objects without this cluster.x-k8s.io/watch-filter
 	// label value, whatever event enqueued them.
@@ -108,6 +114,10 @@ type OptionsWith[T Object, R any] struct {
 	// patch helper, which spends an extra request on conditions.
 	SoleStatusWriter bool
 }
+
+// ClusterNotFoundRequeue is how long an object that needs its Cluster waits
+// before it looks again when the Cluster it names is not found.
+const ClusterNotFoundRequeue = 5 * time.Second
 
 // Reconciler is the scaffold for one kind whose phases keep no results.
 type Reconciler[T Object] = ReconcilerWith[T, NoResults]
@@ -144,7 +154,18 @@ func (r *ReconcilerWith[T, R]) Reconcile(ctx context.Context, req ctrl.Request) 
 	var cluster *clusterv1.Cluster
 	if r.opts.GetCluster != nil {
 		var err error
-		if cluster, err = r.opts.GetCluster(ctx, r.opts.Client, obj); err != nil {
+		cluster, err = r.opts.GetCluster(ctx, r.opts.Client, obj)
+		switch {
+		case errors.Is(err, ErrClusterNotFound):
+			// A Cluster's creation is not an event the modules watch (only
+			// its pause transitions are), so an object that arrived before
+			// its Cluster reached the cache would wait for an unrelated
+			// change of its own: look again later instead.
+			if r.opts.RequireCluster && !deleting {
+				log.V(2).Info("Waiting for the Cluster to be found", "reason", err.Error())
+				return ctrl.Result{RequeueAfter: ClusterNotFoundRequeue}, nil
+			}
+		case err != nil:
 			return ctrl.Result{}, fmt.Errorf("failed to get the Cluster: %w", err)
 		}
 	}
