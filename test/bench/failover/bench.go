@@ -122,7 +122,9 @@ func Measure(ctx context.Context, env *envtest.Environment, cfg Config) (Result,
 		return res, fmt.Errorf("failed to create the namespace: %w", err)
 	}
 	ns := nsObj.Name
-	first := 20000 + 1000*rand.N(20)
+	// Below test/failover's ports (24000 and up), which may run at the
+	// same time on the same addresses.
+	first := 10000 + 1000*rand.N(10)
 	leaderLease := types.NamespacedName{Namespace: ns, Name: "workload-leader"}
 	electionLease := types.NamespacedName{Namespace: ns, Name: "failover"}
 	procs := map[string]*process.Process{}
