@@ -178,7 +178,7 @@ help: ## Show this help.
 BENCH_IPAM_ARGS     ?= -n 1000,10000 -runs 3
 
 .PHONY: bench
-bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks bench-workload ## Run every benchmark, one after another, and write its results under test/bench/results.
+bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks bench-workload bench-failover ## Run every benchmark, one after another, and write its results under test/bench/results.
 
 .PHONY: bench-sharedcache
 bench-sharedcache: envtest-assets ## Benchmark one process with every module against three, on 1,000 clusters: steady RSS and watches (args: BENCH_SHAREDCACHE_ARGS).
@@ -203,6 +203,10 @@ bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in t
 .PHONY: bench-workload
 bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters (KCP of 1 + MachineDeployment of 3, inMemory) from capi-monolith dev: time to all Running, peak and per-cluster RSS of the binary and the managers, then 200 objects per cluster and a restart of dev on its --data-dir: memory and journal bytes per cluster, time to every cluster served again (args: BENCH_WORKLOAD_ARGS, e.g. -clusters 500 -out test/bench/results/workload-500.md).
 	go run ./test/bench/workload $(BENCH_WORKLOAD_ARGS)
+
+.PHONY: bench-failover
+bench-failover: envtest-assets ## Benchmark two replicas (secrets state, leader lease) with 100 and 1,000 inMemory clusters of 20 ConfigMaps: state Secrets and bytes, ports, RSS, then the leader's SIGKILL: time to every workload API answering through the survivor, objects lost (args: BENCH_FAILOVER_ARGS, e.g. -clusters 100).
+	go run ./test/bench/failover $(BENCH_FAILOVER_ARGS)
 
 ##@ Release
 
