@@ -81,12 +81,12 @@ func (d *docker) startControlPlane(ctx context.Context, dir, netName, pauseImage
 		return nil, err
 	}
 	for name, b := range map[string][]byte{
-		"ca.crt":         ca.PEM,
-		"apiserver.crt":  serving.CertPEM,
-		"apiserver.key":  serving.KeyPEM,
-		"sa.key":         pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
-		"sa.pub":         pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
-		"tokens.csv":     []byte(token + `,podbypod-admin,podbypod-admin,"system:masters"` + "\n"),
+		"ca.crt":        ca.PEM,
+		"apiserver.crt": serving.CertPEM,
+		"apiserver.key": serving.KeyPEM,
+		"sa.key":        pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+		"sa.pub":        pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+		"tokens.csv":    []byte(token + `,podbypod-admin,podbypod-admin,"system:masters"` + "\n"),
 	} {
 		if err := os.WriteFile(filepath.Join(pki, name), b, 0o600); err != nil {
 			return nil, err

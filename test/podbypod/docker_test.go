@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 	. "github.com/onsi/gomega"
@@ -153,13 +154,14 @@ func (d *docker) leftovers(ctx context.Context) ([]string, error) {
 
 // logs returns the last lines a container wrote, for failure messages.
 func (d *docker) logs(ctx context.Context, id string) string {
-	rc, err := d.c.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "40"})
+	rc, err := d.c.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "25"})
 	if err != nil {
 		return err.Error()
 	}
 	defer rc.Close()
-	b, _ := io.ReadAll(rc)
-	return string(b)
+	var b strings.Builder
+	_, _ = stdcopy.StdCopy(&b, &b, rc)
+	return b.String()
 }
 
 // buildPause builds the pause command into dir.

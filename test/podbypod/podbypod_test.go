@@ -136,6 +136,9 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	}, timeout).Should(Succeed(), "kube-apiserver becomes ready")
 	kcm, err := controllermanager.Start(ctx, controllermanager.Options{
 		BinaryPath: filepath.Join(assets, controllermanager.BinaryName), Config: cp.config, WorkDir: filepath.Join(dir, "kcm"),
+		// The kubeadm control plane provider's ServiceAccount is bound to
+		// an aggregated ClusterRole.
+		Controllers: append([]string{"clusterrole-aggregation-controller"}, controllermanager.Controllers...),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = kcm.Stop() })
@@ -199,7 +202,7 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	start = time.Now()
 	g.Expect(kl.sync(ctx)).To(Succeed())
 	g.Expect(kl.podsOf(infraNamespace)).To(HaveLen(2), "our infrastructure Deployment runs two replicas")
-	g.Expect(kl.pods).To(HaveLen(2+1+1+1+3), "core, kubeadm bootstrap and control plane, ipam and runtime-extension once each")
+	g.Expect(kl.pods).To(HaveLen(2+5), "core, kubeadm bootstrap and control plane, ipam and runtime-extension once each")
 	g.Eventually(func(g Gomega) {
 		g.Expect(kl.notRunning(ctx)).To(BeEmpty())
 		ec := &unstructured.Unstructured{}
