@@ -10,6 +10,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -46,6 +47,8 @@ type kubelet struct {
 	cp             *controlPlane
 	dir            string
 	pods           []*pod
+	// proxied are the Services' proxy containers, by namespace/name.
+	proxied map[string]string
 }
 
 // sync runs the missing replicas of every provider Deployment and removes
@@ -86,7 +89,85 @@ func (k *kubelet) sync(ctx context.Context) error {
 			have[key]++
 		}
 	}
+	if err := k.proxies(ctx); err != nil {
+		return err
+	}
 	return k.endpoints(ctx)
+}
+
+// endpointsHost is the name the pods a Service selects answer to.
+func endpointsHost(s corev1.Service) string { return s.Name + "." + s.Namespace + ".endpoints" }
+
+// proxies starts, once per Service with a cluster IP and ports, what
+// kube-proxy would be: a container answering to the Service's DNS name
+// that forwards each port to its target port on the selected pods (a
+// client such as Cluster API core's runtime client dials the Service's
+// name and port).
+func (k *kubelet) proxies(ctx context.Context) error {
+	services := &corev1.ServiceList{}
+	if err := k.c.List(ctx, services); err != nil {
+		return fmt.Errorf("failed to list Services: %w", err)
+	}
+	if k.proxied == nil {
+		k.proxied = map[string]string{}
+	}
+	for _, s := range services.Items {
+		key := s.Namespace + "/" + s.Name
+		if _, ok := k.proxied[key]; ok || len(s.Spec.Selector) == 0 || len(s.Spec.Ports) == 0 || s.Spec.ClusterIP == corev1.ClusterIPNone {
+			continue
+		}
+		var args []string
+		for _, sp := range s.Spec.Ports {
+			target := sp.TargetPort.IntVal
+			if sp.TargetPort.StrVal != "" {
+				target = k.namedPort(ctx, s, sp.TargetPort.StrVal)
+			}
+			if target == 0 {
+				target = sp.Port
+			}
+			args = append(args, fmt.Sprintf("%d=%s:%d", sp.Port, endpointsHost(s), target))
+		}
+		name := "capi-monolith-podbypod-" + k.d.run + "-svc-" + s.Namespace + "-" + s.Name
+		res, err := k.d.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       name,
+			Config:     &container.Config{Image: k.pause, Cmd: args, Labels: k.d.labels()},
+			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(k.network)},
+			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+				k.network: {Aliases: []string{s.Name + "." + s.Namespace + ".svc", s.Name + "." + s.Namespace + ".svc.cluster.local"}},
+			}},
+		})
+		if err != nil {
+			return fmt.Errorf("failed to create the proxy of Service %s: %w", key, err)
+		}
+		if _, err := k.d.c.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+			return fmt.Errorf("failed to start the proxy of Service %s: %w", key, err)
+		}
+		k.proxied[key] = res.ID
+	}
+	return nil
+}
+
+// namedPort is the container port named name in the pod template of a
+// Deployment the Service selects.
+func (k *kubelet) namedPort(ctx context.Context, s corev1.Service, name string) int32 {
+	list := &appsv1.DeploymentList{}
+	if err := k.c.List(ctx, list, crclient.InNamespace(s.Namespace)); err != nil {
+		return 0
+	}
+	sel := labels.SelectorFromSet(s.Spec.Selector)
+	for _, d := range list.Items {
+		if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.Name == name {
+					return p.ContainerPort
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // kill SIGKILLs the pod's containers and removes them with its sandbox.
@@ -119,8 +200,15 @@ func (k *kubelet) run(ctx context.Context, d *appsv1.Deployment) (*pod, error) {
 	}
 	var aliases []string
 	for _, s := range services.Items {
-		if len(s.Spec.Selector) > 0 && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+		if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+			continue
+		}
+		if s.Spec.ClusterIP == corev1.ClusterIPNone {
+			// Headless: the Service's name resolves to the pods.
 			aliases = append(aliases, s.Name+"."+s.Namespace+".svc", s.Name+"."+s.Namespace+".svc.cluster.local")
+		} else {
+			// Its proxy (see proxies) dials this name.
+			aliases = append(aliases, endpointsHost(s))
 		}
 	}
 	sandbox, ip, err := k.d.startSandbox(ctx, sandboxOptions{
