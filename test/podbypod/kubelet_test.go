@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
@@ -64,21 +65,22 @@ func (k *kubelet) sync(ctx context.Context) error {
 		d := &list.Items[i]
 		want[d.Namespace+"/"+d.Name] = d
 	}
-	var keep []*pod
+	var gone []*pod
 	have := map[string]int{}
 	for _, p := range k.pods {
 		key := p.namespace + "/" + p.deployment
 		d, ok := want[key]
 		if !ok || have[key] >= int(ptr.Deref(d.Spec.Replicas, 1)) {
-			if err := k.kill(ctx, p); err != nil {
-				return err
-			}
+			gone = append(gone, p)
 			continue
 		}
 		have[key]++
-		keep = append(keep, p)
 	}
-	k.pods = keep
+	for _, p := range gone {
+		if err := k.kill(ctx, p); err != nil {
+			return err
+		}
+	}
 	for key, d := range want {
 		for have[key] < int(ptr.Deref(d.Spec.Replicas, 1)) {
 			p, err := k.run(ctx, d)
@@ -110,6 +112,19 @@ func (k *kubelet) proxies(ctx context.Context) error {
 	}
 	if k.proxied == nil {
 		k.proxied = map[string]string{}
+	}
+	exists := map[string]bool{}
+	for _, s := range services.Items {
+		exists[s.Namespace+"/"+s.Name] = true
+	}
+	for key, id := range k.proxied {
+		if exists[key] {
+			continue
+		}
+		if _, err := k.d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("failed to remove the proxy of Service %s: %w", key, err)
+		}
+		delete(k.proxied, key)
 	}
 	for _, s := range services.Items {
 		key := s.Namespace + "/" + s.Name
@@ -173,7 +188,7 @@ func (k *kubelet) namedPort(ctx context.Context, s corev1.Service, name string) 
 // kill SIGKILLs the pod's containers and removes them with its sandbox.
 func (k *kubelet) kill(ctx context.Context, p *pod) error {
 	for _, id := range append(append([]string{}, p.containers...), p.sandbox) {
-		if _, err := k.d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
+		if _, err := k.d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("failed to remove a container of pod %s: %w", p.name, err)
 		}
 	}

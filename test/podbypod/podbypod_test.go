@@ -328,6 +328,7 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	}
 	g.Expect(kl.sync(ctx)).To(Succeed())
 	g.Expect(kl.pods).To(BeEmpty(), "no Deployment is left to run")
+	g.Expect(kl.proxied).To(BeEmpty(), "no Service is left to proxy")
 	g.Eventually(func(g Gomega) {
 		for _, list := range []crclient.ObjectList{
 			&apiextensionsv1.CustomResourceDefinitionList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{},
