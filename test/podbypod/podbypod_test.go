@@ -305,14 +305,18 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	// extension registered goes only with it (its owner, a ClusterRole of
 	// the provider, is deleted, then the garbage collector removes it).
 	ecGVK := schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfigList"}
-	for _, opts := range []clusterctl.DeleteOptions{
-		{InfrastructureProviders: []string{bundle.ProviderName}},
-		{IPAMProviders: []string{bundle.ProviderName}},
-		{RuntimeExtensionProviders: []string{bundle.ProviderName}},
-		{ControlPlaneProviders: []string{"kubeadm"}},
-		{BootstrapProviders: []string{"kubeadm"}},
-		{CoreProvider: "cluster-api"},
+	for _, del := range []struct {
+		label string
+		opts  clusterctl.DeleteOptions
+	}{
+		{"infrastructure-monolith", clusterctl.DeleteOptions{InfrastructureProviders: []string{bundle.ProviderName}}},
+		{"ipam-monolith", clusterctl.DeleteOptions{IPAMProviders: []string{bundle.ProviderName}}},
+		{"runtime-extension-monolith", clusterctl.DeleteOptions{RuntimeExtensionProviders: []string{bundle.ProviderName}}},
+		{"control-plane-kubeadm", clusterctl.DeleteOptions{ControlPlaneProviders: []string{"kubeadm"}}},
+		{"bootstrap-kubeadm", clusterctl.DeleteOptions{BootstrapProviders: []string{"kubeadm"}}},
+		{"cluster-api", clusterctl.DeleteOptions{CoreProvider: "cluster-api"}},
 	} {
+		opts := del.opts
 		if opts.CoreProvider != "" {
 			g.Eventually(func(g Gomega) {
 				ecs := &unstructured.UnstructuredList{}
@@ -325,6 +329,13 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 		cc, err := clusterctl.New(ctx, configPath)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cc.Delete(ctx, opts)).To(Succeed(), "%+v", opts)
+		// The next call lists the kinds of every CRD there is: a CRD still
+		// terminating names a kind no longer served, and fails it.
+		g.Eventually(func(g Gomega) {
+			crds := &apiextensionsv1.CustomResourceDefinitionList{}
+			g.Expect(c.List(ctx, crds, crclient.MatchingLabels{providerLabel: del.label})).To(Succeed())
+			g.Expect(crds.Items).To(BeEmpty(), "the CRDs of %s are gone", del.label)
+		}, timeout).Should(Succeed())
 	}
 	g.Expect(kl.sync(ctx)).To(Succeed())
 	g.Expect(kl.pods).To(BeEmpty(), "no Deployment is left to run")
