@@ -337,9 +337,12 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 			g.Expect(crds.Items).To(BeEmpty(), "the CRDs of %s are gone", del.label)
 		}, timeout).Should(Succeed())
 	}
-	g.Expect(kl.sync(ctx)).To(Succeed())
-	g.Expect(kl.pods).To(BeEmpty(), "no Deployment is left to run")
-	g.Expect(kl.proxied).To(BeEmpty(), "no Service is left to proxy")
+	// The garbage collector finishes the Deployments' deletion.
+	g.Eventually(func(g Gomega) {
+		g.Expect(kl.sync(ctx)).To(Succeed())
+		g.Expect(kl.pods).To(BeEmpty(), "no Deployment is left to run")
+		g.Expect(kl.proxied).To(BeEmpty(), "no Service is left to proxy")
+	}, timeout).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		for _, list := range []crclient.ObjectList{
 			&apiextensionsv1.CustomResourceDefinitionList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{},
