@@ -234,5 +234,14 @@ func (m *Module) setupRegistration(ctx context.Context, mgr ctrl.Manager, ready 
 		log.Info("Not registering an ExtensionConfig: " + NamespaceEnv + " is not set")
 		return nil
 	}
-	return mgr.Add(&registration.Registrar{Client: mgr.GetClient(), Options: opts, Serving: ready})
+	// A client without the manager's cache: the RBAC allows only get of
+	// the one ExtensionConfig and the one ClusterRole, by name, and a
+	// cached read would list and watch every one of them (forbidden).
+	direct, err := client.New(mgr.GetConfig(), client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create the registration's client: %w", err)
+	}
+	return mgr.Add(&registration.Registrar{Client: direct, Options: opts, Serving: ready})
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// Default: a new bundle.
 	Certs *certs.Bundle
 
+	// Controllers are the controllers to run (--controllers). Default:
+	// Controllers.
+	Controllers []string
+
 	// Output receives the process's stdout and stderr. Default: discarded.
 	// Either way the last 200 lines are kept for errors and Process.Output.
 	Output io.Writer
@@ -151,7 +155,7 @@ func Start(ctx context.Context, opts Options) (_ *Process, retErr error) {
 		"--authentication-kubeconfig=" + kubeconfigPath,
 		"--authentication-skip-lookup",
 		"--authorization-kubeconfig=" + kubeconfigPath,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(opts.Controllers, ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -194,6 +198,9 @@ func withDefaults(opts Options) (Options, error) {
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = DefaultStartTimeout
+	}
+	if len(opts.Controllers) == 0 {
+		opts.Controllers = Controllers
 	}
 	if opts.Certs == nil {
 		bundle, err := certs.New(certs.Options{CommonName: "capi-monolith-dev-kube-controller-manager-ca"})
