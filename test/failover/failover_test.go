@@ -22,10 +22,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/remote"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
-	"sigs.k8s.io/cluster-api/util/secret"
 
-	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/clusters"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
 )
 
@@ -173,37 +171,11 @@ func TestTheFollowerForwardsAndTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
-// createCluster makes a Cluster and its inMemory MonolithCluster, waits
-// for the endpoint, and writes what core and the control plane provider
-// would: the cluster certificates and the admin kubeconfig.
+// createCluster makes a served cluster (clusters.CreateServed) and checks
+// that its endpoint is the advertised host.
 func createCluster(g Gomega, ctx context.Context, ns, name string) *clusterv1.Cluster {
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: name},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
-	mc := &infrav1.MonolithCluster{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}},
-		},
-		Spec: infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
-	}
-	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(mc), mc)).To(Succeed())
-		g.Expect(mc.Spec.ControlPlaneEndpoint.IsValid()).To(BeTrue())
-	}, timeout).Should(Succeed())
-	g.Expect(mc.Spec.ControlPlaneEndpoint.Host).To(Equal(host))
-	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.ControlPlaneEndpoint = mc.Spec.ControlPlaneEndpoint
-	g.Expect(env.Client.Patch(ctx, cluster, patch)).To(Succeed())
-	certificates := secret.NewCertificatesForInitialControlPlane(nil)
-	g.Expect(certificates.Generate()).To(Succeed())
-	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}
-	g.Expect(certificates.SaveGenerated(ctx, env.Client, client.ObjectKeyFromObject(cluster), owner)).To(Succeed())
-	g.Expect(kubeconfig.CreateSecret(ctx, env.Client, cluster)).To(Succeed())
+	cluster, err := clusters.CreateServed(ctx, env.Client, ns, name, timeout)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(Equal(host))
 	return cluster
 }

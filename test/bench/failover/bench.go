@@ -22,13 +22,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/remote"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
-	"sigs.k8s.io/cluster-api/util/secret"
 
-	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/clusters"
 	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
@@ -334,48 +331,11 @@ func Measure(ctx context.Context, env *envtest.Environment, cfg Config) (Result,
 	return res, nil
 }
 
-// createCluster makes a Cluster and its inMemory MonolithCluster, waits for
-// the endpoint, and writes what core and the control plane provider would:
-// the cluster certificates and the admin kubeconfig.
+// createCluster makes a served cluster (clusters.CreateServed) and a way to
+// dial its workload API at one replica's address.
 func createCluster(ctx context.Context, c client.Client, ns, name string, timeout time.Duration) (*cluster, error) {
-	cl := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: name},
-		},
-	}
-	if err := c.Create(ctx, cl); err != nil {
-		return nil, fmt.Errorf("failed to create Cluster %s: %w", name, err)
-	}
-	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cl.UID}
-	mc := &infrav1.MonolithCluster{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
-			OwnerReferences: []metav1.OwnerReference{owner},
-		},
-		Spec: infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
-	}
-	if err := c.Create(ctx, mc); err != nil {
-		return nil, fmt.Errorf("failed to create MonolithCluster %s: %w", name, err)
-	}
-	if err := poll(ctx, timeout, 200*time.Millisecond, func() bool {
-		return c.Get(ctx, client.ObjectKeyFromObject(mc), mc) == nil && mc.Spec.ControlPlaneEndpoint.IsValid()
-	}); err != nil {
-		return nil, fmt.Errorf("MonolithCluster %s has no endpoint: %w", name, err)
-	}
-	patch := client.MergeFrom(cl.DeepCopy())
-	cl.Spec.ControlPlaneEndpoint = mc.Spec.ControlPlaneEndpoint
-	if err := c.Patch(ctx, cl, patch); err != nil {
-		return nil, fmt.Errorf("failed to set Cluster %s's endpoint: %w", name, err)
-	}
-	certificates := secret.NewCertificatesForInitialControlPlane(nil)
-	if err := certificates.Generate(); err != nil {
-		return nil, err
-	}
-	if err := certificates.SaveGenerated(ctx, c, client.ObjectKeyFromObject(cl), owner); err != nil {
-		return nil, err
-	}
-	if err := kubeconfig.CreateSecret(ctx, c, cl); err != nil {
+	cl, err := clusters.CreateServed(ctx, c, ns, name, timeout)
+	if err != nil {
 		return nil, err
 	}
 	out := &cluster{name: name, uids: map[string]types.UID{}}
