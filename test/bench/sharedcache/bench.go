@@ -77,7 +77,9 @@ type ProcessResult struct {
 	Modules string
 	// StartRSS is the mean VmRSS over the first sampling window, right
 	// after the steady state; RSS over the second, after Config.Idle; Peak
-	// is VmHWM.
+	// is VmHWM or the largest VmRSS sampled, whichever is larger: the
+	// kernel's RSS counters are approximate per CPU, so VmHWM can read a
+	// few pages below an RSS sampled earlier.
 	StartRSS, RSS, Peak uint64
 	// Watches are the watch requests the process holds open, by resource
 	// (its capi_monolith_api_watches_open metric).
@@ -230,7 +232,7 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 	if err := sleep(ctx, cfg.Settle); err != nil {
 		return Result{}, err
 	}
-	startRSS, err := meanRSS(ctx, procs, cfg.Sample)
+	startRSS, sampledPeak, err := meanRSS(ctx, procs, cfg.Sample)
 	if err != nil {
 		return Result{}, err
 	}
@@ -239,8 +241,12 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 		if err := sleep(ctx, time.Until(steadyAt.Add(cfg.Idle))); err != nil {
 			return Result{}, err
 		}
-		if rss, err = meanRSS(ctx, procs, cfg.Sample); err != nil {
+		var idlePeak []uint64
+		if rss, idlePeak, err = meanRSS(ctx, procs, cfg.Sample); err != nil {
 			return Result{}, err
+		}
+		for i := range sampledPeak {
+			sampledPeak[i] = max(sampledPeak[i], idlePeak[i])
 		}
 	}
 	if cfg.HeapProfile != "" && setup.Name == OneProcess.Name {
@@ -273,7 +279,7 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 		}
 		res.Processes = append(res.Processes, ProcessResult{
 			Modules:  strings.Join(setup.Processes[i], ","),
-			StartRSS: startRSS[i], RSS: rss[i], Peak: m.Peak, CPU: cpu,
+			StartRSS: startRSS[i], RSS: rss[i], Peak: max(m.Peak, sampledPeak[i]), CPU: cpu,
 			Watches: metrics.ByLabel("capi_monolith_api_watches_open", "resource"),
 		})
 	}
@@ -287,9 +293,10 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, setup Setup, run
 }
 
 // meanRSS samples every process's VmRSS once a second for d and returns
-// the means.
-func meanRSS(ctx context.Context, procs []*process.Process, d time.Duration) ([]uint64, error) {
+// the means and the largest samples.
+func meanRSS(ctx context.Context, procs []*process.Process, d time.Duration) (means, peaks []uint64, err error) {
 	sums := make([]uint64, len(procs))
+	peaks = make([]uint64, len(procs))
 	samples := uint64(0)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -297,20 +304,21 @@ func meanRSS(ctx context.Context, procs []*process.Process, d time.Duration) ([]
 		for i, p := range procs {
 			m, err := p.Memory()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			sums[i] += m.Current
+			peaks[i] = max(peaks[i], m.Current)
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 	for i := range sums {
 		sums[i] /= max(samples, 1)
 	}
-	return sums, nil
+	return sums, peaks, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
