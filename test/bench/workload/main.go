@@ -83,6 +83,7 @@ func run(args []string) error {
 	binary := fs.String("binary", "", "the capi-monolith binary to run (default: built from this tree)")
 	devArgs := fs.String("dev-args", "", "space-separated flags added to `capi-monolith dev`")
 	out := fs.String("out", defaultOut, "Markdown results file; empty writes none")
+	heapProfile := fs.String("heap-profile", "", "write the capi-monolith process's heap profile to this file once every machine runs (dev then serves its secure diagnostics endpoint on a free loopback port), and report where its heap in use went")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func run(args []string) error {
 	defer stop()
 
 	machine := harness.DescribeMachine(ctx)
-	r, err := runOnce(ctx, cfg, *binary, os.Stderr)
+	r, err := runOnce(ctx, cfg, *binary, *heapProfile, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -116,10 +117,14 @@ type Run struct {
 	LoadBefore, LoadAfter string
 	// State is the persistence phase's figures (-addon-objects > 0).
 	State *StateResult
+	// HeapTop is where capi-monolith's heap in use went once every machine
+	// ran (-heap-profile).
+	HeapTop string
 }
 
-// runOnce builds the binary unless given, starts dev, measures and stops dev.
-func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run, error) {
+// runOnce builds the binary unless given, starts dev, measures and stops
+// dev; with heapProfile, it also saves the binary's heap profile there.
+func runOnce(ctx context.Context, cfg Config, binary, heapProfile string, log io.Writer) (Run, error) {
 	var run Run
 	dir, err := os.MkdirTemp("", "capi-monolith-bench-workload-")
 	if err != nil {
@@ -132,7 +137,11 @@ func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run
 			return run, err
 		}
 	}
-	devArgs := cfg.DevArgs
+	profiler, profilerArgs, err := newHeapProfiler(heapProfile)
+	if err != nil {
+		return run, err
+	}
+	devArgs := append(slices.Clone(cfg.DevArgs), profilerArgs...)
 	stateDir := filepath.Join(dir, "state")
 	if cfg.AddonObjects > 0 {
 		devArgs = append(slices.Clone(devArgs), "--data-dir="+stateDir)
@@ -147,6 +156,11 @@ func runOnce(ctx context.Context, cfg Config, binary string, log io.Writer) (Run
 	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", run.LoadBefore, cfg.Clusters, cfg.Workers)
 	run.Result, err = Measure(ctx, dev, cfg, log)
 	run.LoadAfter = harness.LoadAverage()
+	if err == nil && profiler != nil {
+		if run.HeapTop, err = profiler.save(ctx, dev, binary); err == nil {
+			fmt.Fprintf(log, "  heap profile written to %s; heap in use:\n%s\n", heapProfile, run.HeapTop)
+		}
+	}
 	if err == nil && cfg.AddonObjects > 0 && run.Incomplete == "" && !run.OutOfMemory {
 		var s StateResult
 		s, dev, err = measureState(ctx, dev, start, cfg, run.Result, filepath.Join(stateDir, "modules", "infra"), log)

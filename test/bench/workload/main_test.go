@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 // TestSmoke runs the benchmark at two clusters: dev starts, every Machine
 // of both clusters becomes Running with a nodeRef, both control planes
 // Available, and the figures come out sensible; 20 objects go into each
-// cluster and both are served again after dev restarts on its --data-dir.
+// cluster and both are served again after dev restarts on its --data-dir;
+// the binary's heap profile is read from dev's secure diagnostics endpoint.
 func TestSmoke(t *testing.T) {
 	g := NewWithT(t)
 	ctrl.SetLogger(envtest.TestLogger())
@@ -28,7 +30,8 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 
 	var log bytes.Buffer
-	r, err := runOnce(ctx, cfg, "", &log)
+	heap := filepath.Join(t.TempDir(), "heap")
+	r, err := runOnce(ctx, cfg, "", heap, &log)
 	t.Log(log.String())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(r.Machines).To(Equal(4))
@@ -39,6 +42,9 @@ func TestSmoke(t *testing.T) {
 		g.Expect(r.End[p].Memory.Peak).To(BeNumerically(">", 1<<20), string(p))
 		g.Expect(r.After[p]).To(BeNumerically(">", 1<<20), string(p))
 	}
+
+	g.Expect(r.HeapTop).To(ContainSubstring("flat"), "pprof read the heap profile from dev's diagnostics endpoint")
+	g.Expect(heap).To(BeARegularFile())
 
 	g.Expect(r.State).NotTo(BeNil(), "the persistence phase ran")
 	g.Expect(r.State.ServedAgain).To(HaveLen(2), "both clusters served again after the restart")

@@ -93,6 +93,9 @@ func writeText(w io.Writer, cfg Config, r Run) error {
 	if err := perProcess(r).WriteText(w); err != nil {
 		return err
 	}
+	if r.HeapTop != "" {
+		fmt.Fprintf(w, "\n## capi-monolith's heap in use once every machine ran (-heap-profile, pprof -top, inuse_space)\n\n```\n%s\n```\n", r.HeapTop)
+	}
 	if r.State == nil {
 		return nil
 	}

@@ -69,8 +69,8 @@ func GrantDiagnostics(ctx context.Context, cfg *rest.Config) (string, error) {
 type Metrics map[string]*dto.MetricFamily
 
 // Metrics scrapes the process's /metrics.
-func (p *Process) Metrics(ctx context.Context) (Metrics, error) {
-	resp, err := p.get(ctx, "/metrics")
+func (d Diagnostics) Metrics(ctx context.Context) (Metrics, error) {
+	resp, err := d.get(ctx, "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +141,8 @@ func hasLabels(metric *dto.Metric, match []string) bool {
 // SaveProfile writes one of the process's pprof profiles ("heap",
 // "profile?seconds=30", ...) from its diagnostics endpoint to path, for `go
 // tool pprof`.
-func (p *Process) SaveProfile(ctx context.Context, profile, path string) error {
-	resp, err := p.get(ctx, "/debug/pprof/"+profile)
+func (d Diagnostics) SaveProfile(ctx context.Context, profile, path string) error {
+	resp, err := d.get(ctx, "/debug/pprof/"+profile)
 	if err != nil {
 		return err
 	}

@@ -71,9 +71,7 @@ type Process struct {
 	waitErr     error
 	log         string
 	health      string
-	diagnostics string
-	token       string
-	http        *http.Client
+	Diagnostics
 }
 
 // Start writes the process's kubeconfig and webhook certificates into
@@ -98,18 +96,14 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 		exited:      make(chan struct{}),
 		log:         filepath.Join(opts.Dir, "log.txt"),
 		health:      fmt.Sprintf("127.0.0.1:%d", free[1]),
-		diagnostics: fmt.Sprintf("127.0.0.1:%d", free[2]),
-		token:       opts.DiagnosticsToken,
-		// The diagnostics endpoint serves a self-signed certificate that
-		// controller-runtime makes at start-up; only loopback is reached.
-		http: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, //nolint:gosec // loopback, self-signed
+		Diagnostics: Diagnostics{Address: fmt.Sprintf("127.0.0.1:%d", free[2]), Token: opts.DiagnosticsToken},
 	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		fmt.Sprintf("--webhook-port=%d", free[0]),
 		"--webhook-cert-dir=" + certDir,
 		"--health-addr=" + p.health,
-		"--diagnostics-address=" + p.diagnostics,
+		"--diagnostics-address=" + p.Address,
 	}, opts.Args...)
 	logFile, err := os.Create(p.log)
 	if err != nil {
@@ -230,14 +224,28 @@ func (p *Process) exitError() error {
 	return fmt.Errorf("capi-monolith exited with %v; its log:\n%s", p.waitErr, p.Log())
 }
 
+// Diagnostics is a capi-monolith's secure diagnostics endpoint (metrics
+// and pprof), read with a bearer token (see GrantDiagnostics). A Process
+// has one; a benchmark that runs the binary another way (dev) makes one.
+type Diagnostics struct {
+	// Address is host:port of the endpoint (--diagnostics-address).
+	Address string
+	Token   string
+}
+
+// diagnosticsClient trusts any certificate: the endpoint serves a
+// self-signed one that controller-runtime makes at start-up, and only
+// loopback is reached.
+var diagnosticsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback, self-signed
+
 // get reads one path of the diagnostics endpoint with the bearer token.
-func (p *Process) get(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.diagnostics+path, nil)
+func (d Diagnostics) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+d.Address+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	resp, err := p.http.Do(req)
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := diagnosticsClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read %s from the diagnostics endpoint: %w", path, err)
 	}
