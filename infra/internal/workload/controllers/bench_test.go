@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/kubeadm"
 	"github.com/capi-monolith/capi-monolith/infra/internal/workload/store"
@@ -22,7 +24,9 @@ import (
 // kubeadm's BenchmarkClusterMemory): the heap and goroutines per cluster
 // once settled (with and without controllers), and the writes they made
 // (CoreDNS's ReplicaSet and two Pods, Node pod CIDRs, kube-proxy status),
-// and the CPU time of registering the Nodes and settling.
+// and the CPU time of registering the Nodes and settling; then the heap
+// per cluster once the watch history has aged out (store.Options.HistoryAge
+// later, one ConfigMap written), which is what a quiet cluster holds.
 func BenchmarkClusterCost(b *testing.B) {
 	const n = 100
 	for _, withControllers := range []bool{false, true} {
@@ -33,11 +37,12 @@ func BenchmarkClusterCost(b *testing.B) {
 				runtime.ReadMemStats(&before)
 				goroutines := runtime.NumGoroutine()
 				m := New(Options{})
+				var clock fakeClock
 				cpu0 := cpuTime()
 				stores := make([]*store.Store, n)
 				var rvBefore, rvAfter uint64
 				for i := range stores {
-					stores[i] = store.New(store.Options{})
+					stores[i] = store.New(store.Options{Now: clock.Now})
 					if withControllers {
 						m.Add(fmt.Sprint(i), stores[i])
 					}
@@ -63,12 +68,43 @@ func BenchmarkClusterCost(b *testing.B) {
 				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "bytes/cluster")
 				b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/n, "goroutines/cluster")
 				b.ReportMetric(float64(rvAfter-rvBefore)/n, "writes-after-ensure/cluster")
+				clock.Advance(store.DefaultHistoryAge + time.Second)
+				for _, s := range stores {
+					cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+					cm.SetNamespace(metav1.NamespaceDefault)
+					cm.SetName("aged")
+					if _, err := s.Create(configMaps, cm); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var aged runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&aged)
+				b.ReportMetric(float64(int64(aged.HeapAlloc)-int64(before.HeapAlloc))/n, "bytes/cluster-history-aged")
 				b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/n, "cpu-ms/cluster")
 				runtime.KeepAlive(stores)
 				m.Shutdown()
 			}
 		})
 	}
+}
+
+// fakeClock is time.Now plus what Advance added, safe for concurrent use.
+type fakeClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
 }
 
 // cpuTime is the process's CPU time: the machine is shared, wall time says little.

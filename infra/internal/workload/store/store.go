@@ -42,6 +42,7 @@ var Namespaces = Resource{Resource: "namespaces"}
 // Defaults of Options.
 const (
 	DefaultHistorySize      = 100
+	DefaultHistoryAge       = 5 * time.Minute
 	DefaultWatchQueueSize   = 1024
 	DefaultBookmarkInterval = time.Minute
 )
@@ -55,6 +56,13 @@ type Options struct {
 	// a watch from an older resourceVersion gets 410 Gone. Default
 	// DefaultHistorySize. It bounds the store's memory beyond its objects.
 	HistorySize int
+	// HistoryAge is how long a change is kept for watches to resume from,
+	// as etcd keeps revisions until kube-apiserver compacts them (every 5
+	// minutes): a quiet cluster then holds no versions its objects have
+	// replaced. Clients that take bookmarks (client-go's informers) resume
+	// from a version no older than the last bookmark, which always stays
+	// valid; others relist after a 410. Default DefaultHistoryAge.
+	HistoryAge time.Duration
 	// WatchQueueSize is how many events a watcher may fall behind before it
 	// is closed (the client resumes from its last resourceVersion, as it
 	// does after kube-apiserver drops a slow watcher). Initial events do
@@ -116,6 +124,7 @@ type event struct {
 	obj  *unstructured.Unstructured // after the change (for deletions: the last state, with the deletion's resourceVersion)
 	prev *unstructured.Unstructured // before the change; nil for additions
 	rv   uint64
+	at   time.Time // when the change was made, for Options.HistoryAge
 }
 
 // Store holds the objects of one workload cluster. It is safe for concurrent use.
@@ -145,6 +154,9 @@ type Store struct {
 func New(opts Options) *Store {
 	if opts.HistorySize <= 0 {
 		opts.HistorySize = DefaultHistorySize
+	}
+	if opts.HistoryAge <= 0 {
+		opts.HistoryAge = DefaultHistoryAge
 	}
 	if opts.WatchQueueSize <= 0 {
 		opts.WatchQueueSize = DefaultWatchQueueSize
@@ -717,6 +729,8 @@ func (s *Store) emit(e event) {
 			j.Put(e.res, e.obj, e.rv)
 		}
 	}
+	e.at = s.opts.Now()
+	s.trimHistoryLocked(e.at)
 	if len(s.history) < s.opts.HistorySize {
 		s.history = append(s.history, e)
 	} else {
@@ -728,6 +742,29 @@ func (s *Store) emit(e event) {
 		w.push(e)
 	}
 	s.notify(e)
+}
+
+// trimHistoryLocked drops the changes older than Options.HistoryAge. It
+// runs on every change and on every bookmark sent: a quiet cluster is
+// trimmed when its informers get their bookmarks, and no store needs a
+// timer of its own. The ring is laid out again from its start, once per
+// change or bookmark that finds something to drop.
+func (s *Store) trimHistoryLocked(now time.Time) {
+	if len(s.history) == 0 || !s.history[s.histStart].at.Before(now.Add(-s.opts.HistoryAge)) {
+		return
+	}
+	cutoff := now.Add(-s.opts.HistoryAge)
+	var kept []event
+	for i := range s.history {
+		e := s.history[(s.histStart+i)%len(s.history)]
+		if e.at.Before(cutoff) {
+			// Every change after this one is still in the history.
+			s.floor = e.rv
+			continue
+		}
+		kept = append(kept, e)
+	}
+	s.history, s.histStart = kept, 0
 }
 
 // newExpired is what a watch from a resourceVersion older than the history

@@ -2,6 +2,7 @@ package store
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,6 +251,15 @@ func next(g Gomega, w watch.Interface) watch.Event {
 	return e
 }
 
+// nextChange is the watch's next event that is not a bookmark.
+func nextChange(g Gomega, w watch.Interface) watch.Event {
+	for {
+		if e := next(g, w); e.Type != watch.Bookmark {
+			return e
+		}
+	}
+}
+
 func TestWatchResumesFromAResourceVersionAndExpiresOldOnes(t *testing.T) {
 	g := NewWithT(t)
 	s := New(Options{HistorySize: 4})
@@ -282,6 +292,61 @@ func TestWatchResumesFromAResourceVersionAndExpiresOldOnes(t *testing.T) {
 	_, err = s.Watch(nodes, "", WatchOptions{ResourceVersion: first.GetResourceVersion()})
 	g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "got %v", err)
 	g.Expect(err.(apierrors.APIStatus).Status().Code).To(Equal(int32(410)))
+}
+
+// Changes older than HistoryAge leave the history, on the next change or
+// on a bookmark: a watch from before them gets 410 Gone, one from after them
+// still replays what followed, and an informer's last bookmark stays valid.
+func TestHistoryKeepsChangesForHistoryAge(t *testing.T) {
+	g := NewWithT(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	s := New(Options{HistoryAge: time.Minute, BookmarkInterval: 20 * time.Millisecond, Now: clock})
+
+	old, err := s.Create(nodes, node("old"))
+	g.Expect(err).NotTo(HaveOccurred())
+	informer, err := s.Watch(nodes, "", WatchOptions{ResourceVersion: old.GetResourceVersion(), AllowBookmarks: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer informer.Stop()
+	advance(50 * time.Second)
+	recent, err := s.Create(nodes, node("recent"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nextChange(g, informer).Object.(*unstructured.Unstructured).GetName()).To(Equal("recent"))
+
+	// "old" is 70 s old, "recent" 20 s: the next change drops "old" only.
+	advance(20 * time.Second)
+	_, err = s.Create(nodes, node("new"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.Watch(nodes, "", WatchOptions{ResourceVersion: strconv.FormatUint(rvOf(g, old)-1, 10)})
+	g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "a watch from before the dropped change: got %v", err)
+	w, err := s.Watch(nodes, "", WatchOptions{ResourceVersion: old.GetResourceVersion()})
+	g.Expect(err).NotTo(HaveOccurred(), "every change after the dropped one is still there")
+	for _, name := range []string{"recent", "new"} {
+		g.Expect(next(g, w).Object.(*unstructured.Unstructured).GetName()).To(Equal(name))
+	}
+	w.Stop()
+
+	// A quiet cluster: nothing changes, and a bookmark trims the rest.
+	advance(2 * time.Minute)
+	var last string
+	g.Eventually(func(g Gomega) {
+		e := next(g, informer)
+		g.Expect(e.Type).To(Equal(watch.Bookmark))
+		last = e.Object.(*unstructured.Unstructured).GetResourceVersion()
+		_, err := s.Watch(nodes, "", WatchOptions{ResourceVersion: recent.GetResourceVersion()})
+		g.Expect(apierrors.IsResourceExpired(err)).To(BeTrue(), "got %v", err)
+	}, 5*time.Second).Should(Succeed())
+	s.mu.Lock()
+	g.Expect(s.history).To(BeEmpty(), "no replaced versions are held")
+	s.mu.Unlock()
+	resumed, err := s.Watch(nodes, "", WatchOptions{ResourceVersion: last})
+	g.Expect(err).NotTo(HaveOccurred(), "an informer resumes from its last bookmark")
+	defer resumed.Stop()
+	_, err = s.Create(nodes, node("after"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(next(g, resumed).Object.(*unstructured.Unstructured).GetName()).To(Equal("after"))
 }
 
 func TestWatchSeesObjectsEnterAndLeaveItsSelector(t *testing.T) {

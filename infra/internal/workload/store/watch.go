@@ -219,6 +219,7 @@ func (w *watcher) pushBookmark() {
 	if w.overflow {
 		return
 	}
+	w.store.trimHistoryLocked(w.store.opts.Now())
 	w.queue = append(w.queue, watch.Event{Type: watch.Bookmark, Object: bookmark(w.store.rv, false)})
 	w.signal()
 }

@@ -66,11 +66,11 @@ type Options struct {
 
 // Process is a running capi-monolith.
 type Process struct {
-	cmd         *exec.Cmd
-	exited      chan struct{}
-	waitErr     error
-	log         string
-	health      string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+	log     string
+	health  string
 	Diagnostics
 }
 
