@@ -11,7 +11,7 @@
 // missing or terminating namespace, deletes a namespace's content with it,
 // filters lists and watches by label and field selectors, pages lists
 // (consistently, or 410 Gone when that is no longer possible), and keeps a
-// bounded history of changes so that a watch resumes from a resourceVersion
+// history of changes, bounded by count and by age, so that a watch resumes from a resourceVersion
 // or, when that version has left the history, fails with 410 Gone (Expired)
 // as kube-apiserver's watch cache does. It collects garbage by
 // ownerReferences as kube-controller-manager does (gc.go: background,
