@@ -176,6 +176,10 @@ help: ## Show this help.
 ##@ Benchmarks (not part of make test)
 
 BENCH_IPAM_ARGS     ?= -n 1000,10000 -runs 3
+# IPAM_PEER_SOURCE is the in-cluster IPAM provider's source (a git directory
+# or a folder) for bench-ipam-sbs; it is built in a scratch folder.
+IPAM_PEER_SOURCE    ?=
+BENCH_IPAM_SBS_ARGS ?= -n 1000,5000 -runs 1
 
 .PHONY: bench
 bench: bench-sharedcache bench-scale bench-latency bench-ipam bench-hooks bench-workload bench-failover ## Run every benchmark, one after another, and write its results under test/bench/results.
@@ -195,6 +199,11 @@ bench-latency: envtest-assets ## Benchmark create-to-provisioned p50/p99 of Mono
 .PHONY: bench-ipam
 bench-ipam: envtest-assets ## Benchmark IPAM claim fulfilment against envtest (args: BENCH_IPAM_ARGS).
 	go run ./test/bench/ipam $(BENCH_IPAM_ARGS)
+
+.PHONY: bench-ipam-sbs
+bench-ipam-sbs: envtest-assets ## Side-by-side IPAM benchmark against the in-cluster IPAM provider (IPAM_PEER_SOURCE=<git dir or folder>, args: BENCH_IPAM_SBS_ARGS).
+	@test -n "$(IPAM_PEER_SOURCE)" || { echo "set IPAM_PEER_SOURCE to the in-cluster IPAM provider's git directory or source folder"; exit 1; }
+	go run ./test/bench/ipam -peer-source $(IPAM_PEER_SOURCE) $(BENCH_IPAM_SBS_ARGS)
 
 .PHONY: bench-hooks
 bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in the manager, against envtest): lifecycle calls/s and p50/p99 at 500 calls/s, GeneratePatches on 50 MDs (args: BENCH_HOOKS_ARGS).

@@ -39,6 +39,9 @@ import (
 // defaultOut is the results file, relative to the repository root.
 const defaultOut = "test/bench/results/ipam.md"
 
+// defaultSBSOut is the side-by-side mode's results file.
+const defaultSBSOut = "test/bench/results/ipam-sbs.md"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ipam:", err)
@@ -47,7 +50,10 @@ func main() {
 }
 
 type options struct {
-	cfg           Config
+	cfg Config
+	// peerSource selects the side-by-side mode; sbs is its settings.
+	peerSource    string
+	sbs           SBSConfig
 	out           string
 	cpuProfile    string
 	apiServerHeap string
@@ -71,6 +77,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", defaultOut, "Markdown results file; a relative path is relative to the repository root. Empty writes none.")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the whole benchmark (warm-up included) to this file.")
 	fs.StringVar(&o.apiServerHeap, "apiserver-heap", "", "Write kube-apiserver's heap profile, taken after the last run, to this file.")
+	fs.StringVar(&o.peerSource, "peer-source", "", "Side-by-side mode: the in-cluster IPAM provider's source, a git directory (its HEAD is built) or a folder, built in a scratch folder and run as a process beside the capi-monolith binary.")
+	fs.IntVar(&o.sbs.Marginal, "marginal", 1000, "Side-by-side mode: claims made, once N are fulfilled, into the pool then holding N addresses; 0 skips them.")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -79,7 +87,32 @@ func parseFlags(args []string) (options, error) {
 	}
 	o.cfg.Rate.QPS = float32(qps)
 	o.cfg.Progress = os.Stderr
-	return o, o.cfg.Validate()
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.peerSource == "" {
+		if set["marginal"] {
+			return o, errors.New("-marginal applies to the side-by-side mode only (-peer-source)")
+		}
+		return o, o.cfg.Validate()
+	}
+	// Each side runs with its own defaults, as a user runs it.
+	for _, name := range []string{"qps", "burst", "concurrency", "window", "cleanup", "apiserver-heap"} {
+		if set[name] {
+			return o, fmt.Errorf("-%s does not apply to the side-by-side mode: each side runs with its own defaults", name)
+		}
+	}
+	o.sbs.Sizes, o.sbs.Runs, o.sbs.RawObjects = o.cfg.Sizes, o.cfg.Runs, o.cfg.RawObjects
+	o.sbs.CreateWorkers, o.sbs.Warmup, o.sbs.RunTimeout = o.cfg.CreateWorkers, o.cfg.Warmup, o.cfg.RunTimeout
+	if !set["n"] {
+		o.sbs.Sizes = []int{1000, 5000}
+	}
+	if !set["runs"] {
+		o.sbs.Runs = 1
+	}
+	if !set["out"] {
+		o.out = defaultSBSOut
+	}
+	return o, o.sbs.Validate()
 }
 
 func run(args []string) (retErr error) {
@@ -122,6 +155,9 @@ func run(args []string) (retErr error) {
 		defer pprof.StopCPUProfile()
 	}
 
+	if o.peerSource != "" {
+		return runSideBySide(ctx, env, o, out, args)
+	}
 	res, err := Measure(ctx, env, o.cfg)
 	if err != nil {
 		return err
@@ -136,6 +172,28 @@ func run(args []string) (retErr error) {
 	}
 	if out != "" {
 		if err := writeResults(res, out, "go run ./test/bench/ipam "+strings.Join(args, " ")); err != nil {
+			return err
+		}
+		fmt.Printf("Results written to %s\n", out)
+	}
+	if problems := res.Problems(); len(problems) > 0 {
+		return fmt.Errorf("correctness checks failed:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+func runSideBySide(ctx context.Context, env *envtest.Environment, o options, out string, args []string) error {
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-ipam: "+format+"\n", a...) }
+	res, err := MeasureSideBySide(ctx, env, o.sbs, o.peerSource, progress)
+	if err != nil {
+		return err
+	}
+	if err := res.WriteText(os.Stdout); err != nil {
+		return err
+	}
+	if out != "" {
+		command := "go run ./test/bench/ipam " + strings.Join(args, " ")
+		if err := report.WriteFile(out, func(w io.Writer) error { return res.WriteMarkdown(w, strings.TrimSpace(command)) }); err != nil {
 			return err
 		}
 		fmt.Printf("Results written to %s\n", out)

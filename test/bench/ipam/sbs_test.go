@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// The side-by-side mode itself needs the peer's source, which a fresh clone
+// has not; its pure parts are tested here and the mode is run by hand
+// (docs/benchmarks.md).
+
+func TestPeerSourceSelectsTheSideBySideModeWithItsOwnDefaults(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags([]string{"-peer-source", "/some/dir"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.peerSource).To(Equal("/some/dir"))
+	g.Expect(o.sbs.Sizes).To(Equal([]int{1000, 5000}))
+	g.Expect(o.sbs.Runs).To(Equal(1))
+	g.Expect(o.sbs.Marginal).To(Equal(1000))
+	g.Expect(o.out).To(Equal(defaultSBSOut))
+
+	o, err = parseFlags([]string{"-peer-source", "/some/dir", "-n", "2000", "-runs", "3", "-marginal", "0", "-out", ""})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.sbs.Sizes).To(Equal([]int{2000}))
+	g.Expect(o.sbs.Runs).To(Equal(3))
+	g.Expect(o.sbs.Marginal).To(BeZero())
+	g.Expect(o.out).To(BeEmpty())
+}
+
+func TestSideBySideModeRefusesFlagsThatWouldChangeASidesDefaults(t *testing.T) {
+	for _, args := range [][]string{
+		{"-peer-source", "/x", "-qps", "50"},
+		{"-peer-source", "/x", "-burst", "50"},
+		{"-peer-source", "/x", "-concurrency", "2"},
+		{"-peer-source", "/x", "-n", "60000"}, // with the 1,000 marginal claims, more than a /16
+		{"-marginal", "10"},                   // without -peer-source
+	} {
+		_, err := parseFlags(args)
+		NewWithT(t).Expect(err).To(HaveOccurred(), "%v", args)
+	}
+}
+
+func TestPlainFolderPeerSourceIsCopiedAndHasNoCommit(t *testing.T) {
+	g := NewWithT(t)
+	src := t.TempDir()
+	g.Expect(os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/peer\n"), 0o600)).To(Succeed())
+	s, err := resolvePeerSource(t.Context(), src)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.GitDir).To(BeEmpty())
+	g.Expect(s.Commit(t.Context())).To(Equal("not a git directory"))
+	dst := filepath.Join(t.TempDir(), "src")
+	g.Expect(s.Extract(t.Context(), dst)).To(Succeed())
+	g.Expect(filepath.Join(dst, "go.mod")).To(BeAnExistingFile())
+
+	_, err = resolvePeerSource(t.Context(), t.TempDir())
+	g.Expect(err).To(MatchError(ContainSubstring("neither a git directory nor a folder with a go.mod")))
+}
+
+func TestSideBySideResultsPutThePeerBesideUs(t *testing.T) {
+	g := NewWithT(t)
+	phase := func(rate float64) Phase {
+		return Phase{Claims: 1000, Rate: rate, Wall: time.Duration(1000/rate) * time.Second,
+			APIServerCPU: 20 * time.Second, ControllerCPU: 5 * time.Second, Writes: 4}
+	}
+	m1, m2 := phase(30), phase(5)
+	r := &SBSResults{
+		Config:     SBSConfig{Sizes: []int{1000}, Runs: 1, Marginal: 1000, RawObjects: 2000, CreateWorkers: 16},
+		PeerCommit: "abc", PeerSrc: "/peer",
+		Runs: []SBSRun{
+			{Side: sideOurs, N: 1000, RawUnthrottled: 400, Empty: phase(40), Marginal: &m1, Addresses: 2000},
+			{Side: sidePeer, N: 1000, RawUnthrottled: 400, Empty: phase(20), Marginal: &m2, Addresses: 2000},
+		},
+	}
+	var md strings.Builder
+	g.Expect(r.WriteMarkdown(&md, "go run ./test/bench/ipam -peer-source /peer")).To(Succeed())
+	g.Expect(md.String()).To(ContainSubstring("| 1000 from an empty /16 | 1 | 40.0 | 20.0 | 2.00× | 20.0 | 20.0 |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1000 more into a pool holding 1000 | 1 | 30.0 | 5.0 | 6.00× |"))
+	g.Expect(md.String()).To(ContainSubstring("abc (HEAD of /peer)"))
+	g.Expect(r.Problems()).To(BeEmpty())
+	var text strings.Builder
+	g.Expect(r.WriteText(&text)).To(Succeed())
+	g.Expect(text.String()).To(ContainSubstring("in-cluster"))
+}
