@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -437,60 +436,35 @@ func (b *Bench) createPool(ctx context.Context, ns string) (*v1alpha1.MonolithIP
 // fulfil is (b) and (c): it creates n claims as fast as the unthrottled
 // client goes and records when each is first seen fulfilled.
 func (b *Bench) fulfil(ctx context.Context, ns string, n int, res *RunResult) (*harness.Timeline, error) {
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
 	cpuBefore, err := harness.ReadCPUTimes()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	tl := harness.NewTimeline(start)
-	watched := make(chan error, 1)
-	go func() {
-		watched <- harness.WatchEach(watchCtx, b.feed, &ipamv1.IPAddressClaimList{}, func(_ watch.EventType, obj client.Object) (bool, error) {
-			c, ok := obj.(*ipamv1.IPAddressClaim)
-			if !ok {
-				return false, fmt.Errorf("watch of IPAddressClaims sent %T", obj)
-			}
-			if c.Status.AddressRef.Name != "" && conditions.IsTrue(c, ipamv1.IPAddressClaimReadyCondition) {
-				tl.Mark(c.Name, time.Now())
-			}
-			return tl.Len() >= n, nil
-		}, client.InNamespace(ns))
-	}()
-
-	err = harness.ForEach(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
-		c := newClaim(ns, i)
-		if err := b.feed.Create(ctx, c); err != nil {
-			return fmt.Errorf("failed to create IPAddressClaim %s: %w", c.Name, err)
-		}
-		return nil
+	tl, err := b.createAndFollow(ctx, claimBatch{
+		namespace: ns,
+		count:     n,
+		claim:     func(i int) *ipamv1.IPAddressClaim { return newClaim(ns, i) },
+		fulfilled: func(c *ipamv1.IPAddressClaim) bool {
+			return c.Status.AddressRef.Name != "" && conditions.IsTrue(c, ipamv1.IPAddressClaimReadyCondition)
+		},
+		created: func(d time.Duration) {
+			res.CreateRate = float64(n) / d.Seconds()
+			b.progress("N=%d: %d claims created at %.1f/s (unthrottled, %d goroutines)", n, n, res.CreateRate, b.cfg.CreateWorkers)
+		},
+		progress: func(done int, elapsed time.Duration) {
+			b.progress("N=%d: %d/%d fulfilled after %s", n, done, n, elapsed)
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	res.CreateRate = float64(n) / time.Since(start).Seconds()
-	b.progress("N=%d: %d claims created at %.1f/s (unthrottled, %d goroutines); %d fulfilled so far",
-		n, n, res.CreateRate, b.cfg.CreateWorkers, tl.Len())
-
-	tick := time.NewTicker(progressInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-watched:
-			if err != nil {
-				return nil, fmt.Errorf("failed to follow the claims (%d of %d fulfilled): %w", tl.Len(), n, err)
-			}
-			cpuAfter, err := harness.ReadCPUTimes()
-			if err != nil {
-				return nil, err
-			}
-			res.CPU, res.CPUWall = cpuAfter.Sub(cpuBefore), time.Since(start)
-			return tl, nil
-		case <-tick.C:
-			b.progress("N=%d: %d/%d fulfilled after %s", n, tl.Len(), n, time.Since(start).Round(time.Second))
-		}
+	cpuAfter, err := harness.ReadCPUTimes()
+	if err != nil {
+		return nil, err
 	}
+	res.CPU, res.CPUWall = cpuAfter.Sub(cpuBefore), time.Since(start)
+	return tl, nil
 }
 
 func newClaim(ns string, i int) *ipamv1.IPAddressClaim {

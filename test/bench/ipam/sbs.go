@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -337,8 +336,6 @@ func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, dir s
 // unthrottled feed goes and waits for every one to have an address.
 func (b *Bench) phase(ctx context.Context, side sbsSide, ns, prefix string, count, fill int) (Phase, error) {
 	p := Phase{Claims: count, Fill: fill}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
 	b.feedRequests.Reset()
 	writesBefore, err := apiServerWrites(ctx, b.env)
 	if err != nil {
@@ -348,60 +345,39 @@ func (b *Bench) phase(ctx context.Context, side sbsSide, ns, prefix string, coun
 	if err != nil {
 		return p, err
 	}
-	start := time.Now()
-	tl := harness.NewTimeline(start)
-	watched := make(chan error, 1)
-	go func() {
-		watched <- harness.WatchEach(watchCtx, b.feed, &ipamv1.IPAddressClaimList{}, func(_ watch.EventType, obj client.Object) (bool, error) {
-			c, ok := obj.(*ipamv1.IPAddressClaim)
-			if !ok {
-				return false, fmt.Errorf("watch of IPAddressClaims sent %T", obj)
+	tl, err := b.createAndFollow(ctx, claimBatch{
+		namespace: ns,
+		count:     count,
+		claim: func(i int) *ipamv1.IPAddressClaim {
+			return &ipamv1.IPAddressClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", prefix, i)},
+				Spec:       ipamv1.IPAddressClaimSpec{PoolRef: side.poolRef},
 			}
-			if strings.HasPrefix(c.Name, prefix+"-") && c.Status.AddressRef.Name != "" {
-				tl.Mark(c.Name, time.Now())
-			}
-			return tl.Len() >= count, nil
-		}, client.InNamespace(ns))
-	}()
-	err = harness.ForEach(ctx, count, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
-		c := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", prefix, i)},
-			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: side.poolRef},
-		}
-		if err := b.feed.Create(ctx, c); err != nil {
-			return fmt.Errorf("failed to create IPAddressClaim %s: %w", c.Name, err)
-		}
-		return nil
+		},
+		fulfilled: func(c *ipamv1.IPAddressClaim) bool {
+			return strings.HasPrefix(c.Name, prefix+"-") && c.Status.AddressRef.Name != ""
+		},
+		progress: func(done int, elapsed time.Duration) {
+			fmt.Fprintf(os.Stderr, "bench-ipam: %s %s: %d/%d fulfilled after %s\n", side.name, prefix, done, count, elapsed)
+		},
 	})
 	if err != nil {
 		return p, err
 	}
-	tick := time.NewTicker(progressInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-watched:
-			if err != nil {
-				return p, fmt.Errorf("failed to follow the claims (%d of %d fulfilled): %w", tl.Len(), count, err)
-			}
-			cpuAfter, err := harness.ReadCPUTimes()
-			if err != nil {
-				return p, err
-			}
-			p.Wall = tl.Elapsed(count)
-			p.Rate = tl.Rate()
-			cpu := cpuAfter.Sub(cpuBefore)
-			p.APIServerCPU, p.EtcdCPU, p.ControllerCPU = cpu["kube-apiserver"], cpu["etcd"], cpu[side.comm]
-			writesAfter, err := apiServerWrites(ctx, b.env)
-			if err != nil {
-				return p, err
-			}
-			p.Writes = (writesAfter - writesBefore - float64(writes(b.feedRequests.Snapshot()))) / float64(count)
-			return p, nil
-		case <-tick.C:
-			fmt.Fprintf(os.Stderr, "bench-ipam: %s %s: %d/%d fulfilled after %s\n", side.name, prefix, tl.Len(), count, time.Since(start).Round(time.Second))
-		}
+	cpuAfter, err := harness.ReadCPUTimes()
+	if err != nil {
+		return p, err
 	}
+	p.Wall = tl.Elapsed(count)
+	p.Rate = tl.Rate()
+	cpu := cpuAfter.Sub(cpuBefore)
+	p.APIServerCPU, p.EtcdCPU, p.ControllerCPU = cpu["kube-apiserver"], cpu["etcd"], cpu[side.comm]
+	writesAfter, err := apiServerWrites(ctx, b.env)
+	if err != nil {
+		return p, err
+	}
+	p.Writes = (writesAfter - writesBefore - float64(writes(b.feedRequests.Snapshot()))) / float64(count)
+	return p, nil
 }
 
 // countAddresses lists the run's IPAddresses and returns how many distinct
