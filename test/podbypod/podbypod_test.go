@@ -1,6 +1,7 @@
 package podbypod_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,7 +50,6 @@ const (
 	certManagerCRDs = "../../kustomize/bundle/testdata/cert-manager-crds.yaml"
 	providerLabel   = "cluster.x-k8s.io/provider"
 	infraNamespace  = "capi-monolith-infrastructure"
-	clusterName     = "podbypod"
 	clusterNS       = "podbypod"
 	timeout         = 60 * time.Second
 	clusterTimeout  = 5 * time.Minute
@@ -67,11 +68,23 @@ var capiImages = []struct{ provider, name, env string }{
 	{"control-plane-kubeadm", "kubeadm-control-plane-controller", "CAPI_KUBEADM_CONTROL_PLANE_MANAGER"},
 }
 
+// flavors are the workload clusters the test makes, one of each flavor of
+// our bundle ("" is cluster-template.yaml) by the Cluster's name: the ipam
+// flavor carries its MonolithIPPool, clusterctl adds the topology flavor's
+// ClusterClass.
+var flavors = []struct{ name, flavor string }{
+	{"podbypod", ""},
+	{"podbypod-ipam", "ipam"},
+	{"podbypod-machinepool", "machinepool"},
+	{"podbypod-topology", "topology"},
+}
+
 // TestTheBundlesRunPodByPod installs Cluster API core, the kubeadm
 // providers and ours with clusterctl into a kube-apiserver on a Docker
-// network, runs every Deployment as containers, brings the default flavor
-// to Available, kills our leader, restarts it with another IP, and
-// uninstalls everything with clusterctl delete.
+// network, runs every Deployment as containers, brings a cluster of each of
+// the default, ipam, machinepool and topology flavors to Available, kills
+// our leader, restarts it with another IP, and uninstalls everything with
+// clusterctl delete.
 func TestTheBundlesRunPodByPod(t *testing.T) {
 	ctx := t.Context()
 	g := NewWithT(t)
@@ -211,37 +224,69 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	}, 2*timeout).Should(Succeed())
 	t.Logf("every provider running in %s", time.Since(start).Round(time.Millisecond))
 
-	// The default flavor, from our bundle's template.
+	// A cluster of each flavor, from our bundle's templates, created
+	// together and awaited together.
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
-	tmpl, err := cc.GetClusterTemplate(ctx, clusterctl.GetClusterTemplateOptions{
-		Kubeconfig:               kubeconfig,
-		ProviderRepositorySource: &clusterctl.ProviderRepositorySourceOptions{InfrastructureProvider: ours},
-		ClusterName:              clusterName,
-		TargetNamespace:          clusterNS,
-		KubernetesVersion:        "v1.36.0",
-		ControlPlaneMachineCount: ptr.To[int64](1),
-		WorkerMachineCount:       ptr.To[int64](1),
+	var objs []unstructured.Unstructured
+	for _, f := range flavors {
+		tmpl, err := cc.GetClusterTemplate(ctx, clusterctl.GetClusterTemplateOptions{
+			Kubeconfig:               kubeconfig,
+			ProviderRepositorySource: &clusterctl.ProviderRepositorySourceOptions{InfrastructureProvider: ours, Flavor: f.flavor},
+			ClusterName:              f.name,
+			TargetNamespace:          clusterNS,
+			KubernetesVersion:        "v1.36.0",
+			ControlPlaneMachineCount: ptr.To[int64](1),
+			WorkerMachineCount:       ptr.To[int64](1),
+		})
+		g.Expect(err).NotTo(HaveOccurred(), "flavor %q", f.flavor)
+		objs = append(objs, tmpl.Objs()...)
+	}
+	// The Clusters last: a topology Cluster is admitted only once its
+	// ClusterClass exists.
+	slices.SortStableFunc(objs, func(a, b unstructured.Unstructured) int {
+		return cmp.Compare(btoi(a.GetKind() == "Cluster"), btoi(b.GetKind() == "Cluster"))
 	})
-	g.Expect(err).NotTo(HaveOccurred())
 	start = time.Now()
-	for _, o := range tmpl.Objs() {
+	created := start
+	for _, o := range objs {
 		g.Eventually(func() error { return c.Create(ctx, &o) }, timeout).Should(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(kl.notRunning(ctx)).To(BeEmpty())
-		g.Expect(clusterAvailable(ctx, c)).To(Succeed())
-	}, clusterTimeout, time.Second).Should(Succeed())
-	t.Logf("default flavor Available in %s", time.Since(start).Round(time.Millisecond))
-
-	// Its workload API, dialled at our pods' IPs under the advertised name.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "survivor"}, Data: map[string]string{"k": "v"}}
-	g.Eventually(func() error {
-		w, err := workloadClient(ctx, c, kl.podsOf(infraNamespace)[0].ip)
-		if err != nil {
-			return err
+		for _, f := range flavors {
+			g.Expect(clusterAvailable(ctx, c, f.name)).To(Succeed(), "flavor %q", f.flavor)
 		}
-		return w.Create(ctx, cm)
-	}, timeout).Should(Succeed())
+	}, clusterTimeout, time.Second).Should(Succeed())
+	t.Logf("every flavor Available in %s", time.Since(start).Round(time.Millisecond))
+	for _, f := range flavors {
+		t.Logf("flavor %q Available %s after its objects were created", f.flavor, availableSince(ctx, g, c, f.name).Sub(created).Round(time.Second))
+	}
+
+	// Their workload APIs, dialled at our pods' IPs under the advertised
+	// name.
+	cms := map[string]*corev1.ConfigMap{}
+	for _, f := range flavors {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "survivor"}, Data: map[string]string{"k": "v"}}
+		g.Eventually(func() error {
+			w, err := workloadClient(ctx, c, f.name, kl.podsOf(infraNamespace)[0].ip)
+			if err != nil {
+				return err
+			}
+			return w.Create(ctx, cm)
+		}, timeout).Should(Succeed(), "flavor %q", f.flavor)
+		cms[f.name] = cm
+	}
+	// servesEveryCluster: the workload API of every cluster answers at ip
+	// with the object created before the SIGKILL.
+	servesEveryCluster := func(g Gomega, ip string) {
+		for _, f := range flavors {
+			w, err := workloadClient(ctx, c, f.name, ip)
+			g.Expect(err).NotTo(HaveOccurred())
+			got := &corev1.ConfigMap{}
+			g.Expect(w.Get(ctx, crclient.ObjectKeyFromObject(cms[f.name]), got)).To(Succeed(), "flavor %q at %s", f.flavor, ip)
+			g.Expect(got.UID).To(Equal(cms[f.name].UID), "flavor %q at %s", f.flavor, ip)
+		}
+	}
 
 	// SIGKILL our leader: the other replica serves every object again.
 	leader := kl.leader(ctx, g)
@@ -250,17 +295,11 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	killedAt := start
 	g.Expect(kl.kill(ctx, leader)).To(Succeed())
 	survivor := kl.podsOf(infraNamespace)[0]
-	g.Eventually(func(g Gomega) {
-		w, err := workloadClient(ctx, c, survivor.ip)
-		g.Expect(err).NotTo(HaveOccurred())
-		got := &corev1.ConfigMap{}
-		g.Expect(w.Get(ctx, crclient.ObjectKeyFromObject(cm), got)).To(Succeed())
-		g.Expect(got.UID).To(Equal(cm.UID))
-	}, timeout, 100*time.Millisecond).Should(Succeed())
-	t.Logf("failover: the workload API answered with every object %s after the leader's SIGKILL", time.Since(start).Round(10*time.Millisecond))
+	g.Eventually(func(g Gomega) { servesEveryCluster(g, survivor.ip) }, timeout, 100*time.Millisecond).Should(Succeed())
+	t.Logf("failover: every workload API answered with every object %s after the leader's SIGKILL", time.Since(start).Round(10*time.Millisecond))
 
-	// The killed pod comes back, with another IP: the cluster stays
-	// Available, its workload API answers at the new IP. Docker hands out
+	// The killed pod comes back, with another IP: the clusters stay
+	// Available, their workload APIs answer at the new IP. Docker hands out
 	// the lowest free address, the killed pod's: a placeholder holds it
 	// while the replacement starts, as a rescheduled pod gets another IP.
 	placeholder, held, err := d.startSandbox(ctx, sandboxOptions{
@@ -277,28 +316,48 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	g.Expect(restarted.ip).NotTo(Equal(killedIP), "the restarted pod has another IP")
 	g.Eventually(func(g Gomega) {
 		g.Expect(kl.notRunning(ctx)).To(BeEmpty())
-		w, err := workloadClient(ctx, c, restarted.ip)
-		g.Expect(err).NotTo(HaveOccurred())
-		got := &corev1.ConfigMap{}
-		g.Expect(w.Get(ctx, crclient.ObjectKeyFromObject(cm), got)).To(Succeed())
-		g.Expect(got.UID).To(Equal(cm.UID))
+		servesEveryCluster(g, restarted.ip)
+		servesEveryCluster(g, survivor.ip)
 	}, timeout).Should(Succeed())
-	// Core's view of the workload cluster may lapse while no replica
-	// serves (its Machines' nodes unknown for a moment): the cluster is
-	// Available again, and the figure says when it last turned so.
-	g.Eventually(func() error { return clusterAvailable(ctx, c) }, clusterTimeout, time.Second).Should(Succeed())
-	t.Logf("after the restart the cluster is Available; its Available condition last changed %s after the SIGKILL",
-		availableSince(ctx, g, c).Sub(killedAt).Round(time.Second))
+	// Core's view of the workload clusters may lapse while no replica
+	// serves (their Machines' nodes unknown for a moment): every cluster
+	// is Available again, and the figures say when each last turned so.
+	g.Eventually(func(g Gomega) {
+		for _, f := range flavors {
+			g.Expect(clusterAvailable(ctx, c, f.name)).To(Succeed(), "flavor %q", f.flavor)
+		}
+	}, clusterTimeout, time.Second).Should(Succeed())
+	for _, f := range flavors {
+		if since := availableSince(ctx, g, c, f.name).Sub(killedAt).Round(time.Second); since > 0 {
+			t.Logf("after the restart flavor %q is Available; its Available condition last changed %s after the SIGKILL", f.flavor, since)
+		} else {
+			t.Logf("after the restart flavor %q is Available; it stayed so through the SIGKILL (last changed %s before it)", f.flavor, -since)
+		}
+	}
 
-	// Uninstall: the cluster first, then every provider.
-	cluster := &unstructured.Unstructured{}
-	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"})
-	cluster.SetNamespace(clusterNS)
-	cluster.SetName(clusterName)
-	g.Expect(c.Delete(ctx, cluster)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(c.Get(ctx, crclient.ObjectKeyFromObject(cluster), cluster))
-	}, clusterTimeout).Should(BeTrue(), "the cluster is deleted")
+	// Uninstall: the clusters first, then what the templates made besides
+	// (the ClusterClass and its templates, the IP pool: their CRDs go with
+	// the providers, which must still be running to release them), then
+	// every provider.
+	start = time.Now()
+	for _, f := range flavors {
+		g.Expect(c.Delete(ctx, clusterObject(f.name))).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		for _, f := range flavors {
+			cluster := clusterObject(f.name)
+			g.Expect(apierrors.IsNotFound(c.Get(ctx, crclient.ObjectKeyFromObject(cluster), cluster))).To(BeTrue(), "cluster %s is deleted", f.name)
+		}
+	}, clusterTimeout).Should(Succeed())
+	for _, o := range objs {
+		g.Expect(crclient.IgnoreNotFound(c.Delete(ctx, &o))).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+	g.Eventually(func(g Gomega) {
+		for _, o := range objs {
+			g.Expect(apierrors.IsNotFound(c.Get(ctx, crclient.ObjectKeyFromObject(&o), &o))).To(BeTrue(), "%s %s is deleted", o.GetKind(), o.GetName())
+		}
+	}, timeout).Should(Succeed())
+	t.Logf("every cluster and its objects deleted in %s", time.Since(start).Round(time.Millisecond))
 	// One provider per call, ours first, core last, as
 	// `clusterctl delete --infrastructure monolith --include-crd
 	// --include-namespace` and so on: `--all --include-crd` refuses while
@@ -371,52 +430,64 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	}, 2*timeout).Should(Succeed())
 }
 
-// clusterAvailable reports whether the Cluster's Available condition is
-// True.
-func clusterAvailable(ctx context.Context, c crclient.Client) error {
+// clusterObject is the Cluster name of clusterNS, to get or delete.
+func clusterObject(name string) *unstructured.Unstructured {
 	cluster := &unstructured.Unstructured{}
 	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"})
-	if err := c.Get(ctx, crclient.ObjectKey{Namespace: clusterNS, Name: clusterName}, cluster); err != nil {
+	cluster.SetNamespace(clusterNS)
+	cluster.SetName(name)
+	return cluster
+}
+
+// availableCondition is the Available condition of the Cluster name, nil
+// while it has none.
+func availableCondition(ctx context.Context, c crclient.Client, name string) (map[string]any, error) {
+	cluster := clusterObject(name)
+	if err := c.Get(ctx, crclient.ObjectKeyFromObject(cluster), cluster); err != nil {
+		return nil, err
+	}
+	conds, _, _ := unstructured.NestedSlice(cluster.Object, "status", "conditions")
+	for _, cond := range conds {
+		if m, _ := cond.(map[string]any); m["type"] == "Available" {
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// clusterAvailable reports whether the Cluster name's Available condition
+// is True.
+func clusterAvailable(ctx context.Context, c crclient.Client, name string) error {
+	m, err := availableCondition(ctx, c, name)
+	switch {
+	case err != nil:
 		return err
+	case m == nil:
+		return fmt.Errorf("cluster %s has no Available condition yet", name)
+	case m["status"] != "True":
+		return fmt.Errorf("cluster %s not Available: %v: %v", name, m["reason"], m["message"])
 	}
-	conds, _, _ := unstructured.NestedSlice(cluster.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]any)
-		if m["type"] == "Available" {
-			if m["status"] == "True" {
-				return nil
-			}
-			return fmt.Errorf("cluster not Available: %v: %v", m["reason"], m["message"])
-		}
-	}
-	return fmt.Errorf("cluster has no Available condition yet")
+	return nil
 }
 
-// availableSince is the last transition of the Cluster's Available
+// availableSince is the last transition of the Cluster name's Available
 // condition.
-func availableSince(ctx context.Context, g Gomega, c crclient.Client) time.Time {
-	cluster := &unstructured.Unstructured{}
-	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"})
-	g.Expect(c.Get(ctx, crclient.ObjectKey{Namespace: clusterNS, Name: clusterName}, cluster)).To(Succeed())
-	conds, _, _ := unstructured.NestedSlice(cluster.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, _ := cond.(map[string]any)
-		if m["type"] == "Available" {
-			ts, _ := m["lastTransitionTime"].(string)
-			at, err := time.Parse(time.RFC3339, ts)
-			g.Expect(err).NotTo(HaveOccurred())
-			return at
-		}
-	}
-	return time.Time{}
+func availableSince(ctx context.Context, g Gomega, c crclient.Client, name string) time.Time {
+	m, err := availableCondition(ctx, c, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m).NotTo(BeNil(), "cluster %s has an Available condition", name)
+	ts, _ := m["lastTransitionTime"].(string)
+	at, err := time.Parse(time.RFC3339, ts)
+	g.Expect(err).NotTo(HaveOccurred())
+	return at
 }
 
-// workloadClient is a client of the cluster's workload API from its
-// kubeconfig Secret, dialled at ip (the name resolves on the network only)
-// with the kubeconfig's host as TLS server name.
-func workloadClient(ctx context.Context, c crclient.Client, ip string) (crclient.Client, error) {
+// workloadClient is a client of the workload API of the Cluster name from
+// its kubeconfig Secret, dialled at ip (the name resolves on the network
+// only) with the kubeconfig's host as TLS server name.
+func workloadClient(ctx context.Context, c crclient.Client, name, ip string) (crclient.Client, error) {
 	s := &corev1.Secret{}
-	if err := c.Get(ctx, crclient.ObjectKey{Namespace: clusterNS, Name: clusterName + "-kubeconfig"}, s); err != nil {
+	if err := c.Get(ctx, crclient.ObjectKey{Namespace: clusterNS, Name: name + "-kubeconfig"}, s); err != nil {
 		return nil, err
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
@@ -526,3 +597,10 @@ current-context: podbypod
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
