@@ -422,7 +422,7 @@ func TestAFailedClusterReadProvisionsNothing(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("failed to get MonolithCluster c: apiserver unavailable")))
 	got := &v1alpha1.MonolithMachine{}
 	g.Expect(f.c.Get(t.Context(), req.NamespacedName, got)).To(Succeed())
-	g.Expect(got.Spec.ProviderID).To(BeEmpty())
+	g.Expect(got.Status.Initialization.Provisioned).To(BeNil())
 	nodes, err := f.backends.ListNodes(t.Context(), backend.ClusterRef{Namespace: ns, Name: clusterName})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nodes).To(BeEmpty())
