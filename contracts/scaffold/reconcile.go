@@ -90,6 +90,11 @@ type OptionsWith[T Object, R any] struct {
 	// Finalizer is added before the first normal phase and removed when the
 	// delete phase finishes. Empty means the kind has no finalizer.
 	Finalizer string
+	// BeforeFinalizer, if set, may set metadata and spec fields of an
+	// object the finalizer is about to be added to; they are written in the
+	// same patch as the finalizer. Only for what is known before anything
+	// is made (nothing may be made before the finalizer is persisted).
+	BeforeFinalizer func(ctx context.Context, obj T)
 	// GetCluster finds the object's Cluster (ErrClusterNotFound when the
 	// Cluster it names is not found; with RequireCluster the object then
 	// looks again after ClusterNotFoundRequeue); nil means the kind has
@@ -187,7 +192,7 @@ func (r *ReconcilerWith[T, R]) Reconcile(ctx context.Context, req ctrl.Request) 
 	// Add the finalizer before doing anything that must be released, and
 	// return: the patch triggers the next reconcile.
 	if r.opts.Finalizer != "" && !deleting {
-		if added, err := finalizers.EnsureFinalizer(ctx, r.opts.Client, obj, r.opts.Finalizer); err != nil || added {
+		if added, err := r.ensureFinalizer(ctx, obj); err != nil || added {
 			return ctrl.Result{}, err
 		}
 	}
@@ -225,6 +230,24 @@ func (r *ReconcilerWith[T, R]) Reconcile(ctx context.Context, req ctrl.Request) 
 		return res, err
 	}
 	return r.opts.Phases.ReconcileNormal(ctx, scope)
+}
+
+// ensureFinalizer adds the finalizer, with what BeforeFinalizer sets, in
+// one patch of metadata and spec; it reports whether it added it.
+func (r *ReconcilerWith[T, R]) ensureFinalizer(ctx context.Context, obj T) (bool, error) {
+	if r.opts.BeforeFinalizer == nil {
+		return finalizers.EnsureFinalizer(ctx, r.opts.Client, obj, r.opts.Finalizer)
+	}
+	if controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+		return false, nil
+	}
+	before := obj.DeepCopyObject().(client.Object)
+	r.opts.BeforeFinalizer(ctx, obj)
+	controllerutil.AddFinalizer(obj, r.opts.Finalizer)
+	if err := r.opts.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return false, fmt.Errorf("failed to add finalizer %s: %w", r.opts.Finalizer, err)
+	}
+	return true, nil
 }
 
 // writer returns what writes the object's changes at the end of a reconcile.

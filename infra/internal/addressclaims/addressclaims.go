@@ -100,7 +100,7 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 			// Our claim is being deleted while the machine lives: its
 			// address is on its way back to the pool, so it is not used.
 			// Before the node exists, let it go and claim again.
-			if mm.Spec.ProviderID == "" {
+			if !ptr.Deref(mm.Status.Initialization.Provisioned, false) {
 				if err := removeFinalizer(ctx, c, claim); err != nil {
 					return Result{}, err
 				}

@@ -171,6 +171,27 @@ type NodeRegistrar interface {
 	RegisterNode(ctx context.Context, spec NodeSpec, node Node, data func(context.Context) (BootstrapData, error)) (bool, error)
 }
 
+// ProviderIDPredictor is implemented by backends that know a node's
+// provider ID before they make the node (inMemory: it is derived from the
+// machine's name). The controller then writes the provider ID with its
+// finalizer, in the one write that must come before anything is made.
+type ProviderIDPredictor interface {
+	// PredictProviderID is the provider ID EnsureNode will report for the
+	// machine's node.
+	PredictProviderID(machine MachineRef) string
+}
+
+// QuickBootstrapper is implemented by backends whose bootstrap of some
+// nodes takes no time worth a background task (inMemory without a
+// simulated bootstrap delay). The controller runs such a bootstrap within
+// Reconcile, so that the node and its bootstrap are reported in one write
+// of the machine's status instead of two.
+type QuickBootstrapper interface {
+	// BootstrapIsQuick says whether Bootstrap of the machine's node returns
+	// at once. Asked after EnsureNode.
+	BootstrapIsQuick(machine MachineRef) bool
+}
+
 // Backend is a complete backend.
 type Backend interface {
 	Cluster

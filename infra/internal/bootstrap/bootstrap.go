@@ -44,6 +44,11 @@ type Options struct {
 	SecretName string
 	// Timeout bounds one run. Default: DefaultTimeout.
 	Timeout time.Duration
+	// Quick runs the bootstrap within Reconcile rather than as a task:
+	// for a backend whose Bootstrap of this node returns at once
+	// (backend.QuickBootstrapper), so that its outcome is known, and
+	// written, in the same reconcile as the node.
+	Quick bool
 }
 
 // Progress is how the bootstrap of a node stands.
@@ -74,12 +79,12 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 			// An error: the controller retries with exponential backoff.
 			return failed(err), ctrl.Result{}, err
 		}
-		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node")
+		ctrl.LoggerFrom(ctx).Info("Running bootstrap data on the node", "quick", opts.Quick)
 		b, node, timeout := opts.Backend, opts.Node, opts.Timeout
 		if timeout <= 0 {
 			timeout = DefaultTimeout
 		}
-		opts.Tasks.Run(key, mm, func(ctx context.Context, progress func(string)) error {
+		run := func(ctx context.Context, progress func(string)) error {
 			ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("bootstrap did not finish within %s", timeout))
 			defer cancel()
 			err := b.Bootstrap(ctx, node, data, progress)
@@ -87,7 +92,16 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 				return context.Cause(ctx)
 			}
 			return err
-		})
+		}
+		if opts.Quick {
+			// As a failed task would: the reason now, a retry (which
+			// reads the Secret again) after RetryAfter.
+			if err := run(ctx, func(string) {}); err != nil {
+				return taskFailed(err), ctrl.Result{RequeueAfter: RetryAfter}, nil
+			}
+			return Progress{Succeeded: true}, ctrl.Result{}, nil
+		}
+		opts.Tasks.Run(key, mm, run)
 		return Progress{Reason: v1alpha1.RunningReason, Message: "Starting"}, ctrl.Result{}, nil
 	case state.Running:
 		return Progress{Reason: v1alpha1.RunningReason, Message: state.Progress}, ctrl.Result{}, nil

@@ -66,7 +66,11 @@ type Backend struct {
 	bootstraps map[backend.MachineRef]*kubeadm.Bootstrap
 }
 
-var _ backend.Backend = &Backend{}
+var (
+	_ backend.Backend             = &Backend{}
+	_ backend.ProviderIDPredictor = &Backend{}
+	_ backend.QuickBootstrapper   = &Backend{}
+)
 
 // New returns an empty in-memory backend.
 func New(opts Options) *Backend {
@@ -87,6 +91,20 @@ func New(opts Options) *Backend {
 // ProviderID returns the provider ID of a node.
 func ProviderID(m backend.MachineRef) string {
 	return fmt.Sprintf("inmemory://%s/%s", m.Cluster.Namespace, m.Name)
+}
+
+// PredictProviderID implements backend.ProviderIDPredictor: the provider
+// ID depends on the machine's name alone.
+func (b *Backend) PredictProviderID(m backend.MachineRef) string {
+	return ProviderID(m)
+}
+
+// BootstrapIsQuick implements backend.QuickBootstrapper: without a
+// simulated delay, Bootstrap only parses the data.
+func (b *Backend) BootstrapIsQuick(m backend.MachineRef) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bootstrapDelays[m] <= 0
 }
 
 func nodeCIDR(spec string) (netip.Prefix, error) {

@@ -116,8 +116,10 @@ func (r *Reconciler) ReconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 // makes sure the workload cluster knows the node by its provider ID.
 func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope, b backend.Backend, spec backend.NodeSpec, node backend.Node, secretName string) (ctrl.Result, error) {
 	mm, res := s.Object, &s.Results
+	quick, _ := b.(backend.QuickBootstrapper)
 	bootstrapped, result, err := bootstrap.Reconcile(ctx, mm, bootstrap.Options{
 		Client: r.Client, Tasks: r.Tasks, Backend: b, Node: spec.Machine, SecretName: secretName,
+		Quick: quick != nil && quick.BootstrapIsQuick(spec.Machine),
 	})
 	res.bootstrap = &bootstrapped
 	if err != nil || !bootstrapped.Succeeded {
@@ -134,6 +136,25 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope, b backend
 		return ctrl.Result{}, err
 	}
 	return r.reconcileWorkloadNode(ctx, s, node)
+}
+
+// BeforeFinalizer sets, on a machine the finalizer is about to be added
+// to, a provider ID its backend knows before it makes the node (inMemory),
+// so that one patch writes both: before this, each cost a request of its
+// own. Cluster API only reads spec.providerID once
+// status.initialization.provisioned is true, which still waits for the
+// node.
+func (r *Reconciler) BeforeFinalizer(_ context.Context, mm *v1alpha1.MonolithMachine) {
+	if mm.Spec.ProviderID != "" || r.owners.of(mm) == nil {
+		return
+	}
+	b, err := r.Backends.ForMachine(mm.Spec.Backend)
+	if err != nil {
+		return // ReconcileNormal reports it
+	}
+	if p, ok := b.(backend.ProviderIDPredictor); ok {
+		mm.Spec.ProviderID = p.PredictProviderID(machineRef(mm))
+	}
 }
 
 // removeLegacyFinalizers drops the finalizers earlier releases' second

@@ -79,7 +79,10 @@ func reportInstances(pool *v1alpha1.MonolithMachinePool, obs *observation, desir
 	for i := range obs.instances {
 		mm := &obs.instances[i]
 		st := v1alpha1.InstanceStatus{InstanceName: mm.Name, Addresses: mm.Status.Addresses, Ready: instanceReady(mm)}
-		if mm.Spec.ProviderID != "" {
+		// The provider ID is in spec before the node exists (with the
+		// finalizer, for a backend that knows it in advance): listed once
+		// the node is provisioned.
+		if mm.Spec.ProviderID != "" && ptr.Deref(mm.Status.Initialization.Provisioned, false) {
 			st.ProviderID = ptr.To(mm.Spec.ProviderID)
 			ids = append(ids, mm.Spec.ProviderID)
 		}

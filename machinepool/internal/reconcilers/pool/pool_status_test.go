@@ -43,6 +43,13 @@ func TestReportInstances(t *testing.T) {
 		{name: "no instance yet is not ready", desired: 1, wantIDs: []string{}},
 		{name: "instances without a provider ID are not counted", instances: []infrav1.MonolithMachine{instance("p-a", false, false)}, desired: 1,
 			wantIDs: []string{}},
+		{name: "a provider ID written with the finalizer, before the node, is not counted", desired: 1,
+			instances: []infrav1.MonolithMachine{func() infrav1.MonolithMachine {
+				mm := instance("p-a", false, false)
+				mm.Spec.ProviderID = "inmemory://ns/p-a"
+				return mm
+			}()},
+			wantIDs: []string{}},
 		{name: "every desired instance provisioned makes the pool ready and provisioned", desired: 2,
 			instances: []infrav1.MonolithMachine{instance("p-b", true, true), instance("p-a", true, false)},
 			wantIDs:   []string{"docker:////p-a", "docker:////p-b"}, wantReplicas: 2, wantReady: true, wantProvision: true},
