@@ -10,12 +10,12 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -234,19 +234,11 @@ type secretJournals struct {
 
 // Open implements hosting.Journals.
 func (s secretJournals) Open(ctx context.Context, cluster types.NamespacedName, resume bool) (hosting.Journal, []store.Restored, uint64, error) {
-	list := &v1alpha1.MonolithClusterList{}
-	if err := s.client.List(ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
-		return nil, nil, 0, fmt.Errorf("failed to list MonolithClusters: %w", err)
+	mc, err := s.monolithClusterOf(ctx, cluster)
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	var owner metav1.OwnerReference
-	for i := range list.Items {
-		if mc := &list.Items[i]; clusterNameOf(mc) == cluster.Name && mc.DeletionTimestamp.IsZero() {
-			owner = metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MonolithCluster", Name: mc.Name, UID: mc.UID}
-		}
-	}
-	if owner.UID == "" {
-		return nil, nil, 0, fmt.Errorf("no MonolithCluster of cluster %s to own its state", cluster)
-	}
+	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MonolithCluster", Name: mc.Name, UID: mc.UID}
 	j, restored, lastRV, err := secretjournal.Open(ctx, secretjournal.Options{
 		Client: s.client, Cluster: cluster, Owner: owner, Resume: resume, Log: s.log.WithValues("cluster", cluster.String()),
 	})
@@ -256,8 +248,41 @@ func (s secretJournals) Open(ctx context.Context, cluster types.NamespacedName, 
 	return j, restored, lastRV, nil
 }
 
-// clusterNameOf is the name of the MonolithCluster's Cluster: its owner,
-// or its cluster-name label before core set the owner.
+// monolithClusterOf reads the MonolithCluster of cluster, which owns its
+// state. The Cluster's infrastructure reference names it: two reads
+// whatever the namespace holds, where a list per cluster would make a
+// restart with every cluster to load quadratic. A namespace is listed only
+// when the reference does not lead to it (not set yet, or moved).
+func (s secretJournals) monolithClusterOf(ctx context.Context, cluster types.NamespacedName) (*v1alpha1.MonolithCluster, error) {
+	owns := func(mc *v1alpha1.MonolithCluster) bool {
+		return clusterNameOf(mc) == cluster.Name && mc.DeletionTimestamp.IsZero()
+	}
+	c := &clusterv1.Cluster{}
+	if err := s.client.Get(ctx, cluster, c); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("failed to read Cluster %s: %w", cluster, err)
+	}
+	if ref := c.Spec.InfrastructureRef; ref.Kind == "MonolithCluster" && ref.APIGroup == v1alpha1.GroupVersion.Group {
+		mc := &v1alpha1.MonolithCluster{}
+		err := s.client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, mc)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("failed to read MonolithCluster %s/%s: %w", cluster.Namespace, ref.Name, err)
+		}
+		if err == nil && owns(mc) {
+			return mc, nil
+		}
+	}
+	list := &v1alpha1.MonolithClusterList{}
+	if err := s.client.List(ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list MonolithClusters: %w", err)
+	}
+	for i := range list.Items {
+		if mc := &list.Items[i]; owns(mc) {
+			return mc, nil
+		}
+	}
+	return nil, fmt.Errorf("no MonolithCluster of cluster %s to own its state", cluster)
+}
+
 // firstRecorder returns the oldest MonolithCluster recording endpoint
 // (namespace and name break a tie of creation times), nil when none does.
 func firstRecorder(items []v1alpha1.MonolithCluster, endpoint clusterv1.APIEndpoint) *v1alpha1.MonolithCluster {
@@ -275,6 +300,8 @@ func firstRecorder(items []v1alpha1.MonolithCluster, endpoint clusterv1.APIEndpo
 	return first
 }
 
+// clusterNameOf is the name of the MonolithCluster's Cluster: its owner,
+// or its cluster-name label before core set the owner.
 func clusterNameOf(mc *v1alpha1.MonolithCluster) string {
 	for _, ref := range mc.OwnerReferences {
 		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {

@@ -63,6 +63,11 @@ const secretTimeout = 5 * time.Second
 // be recorded by its MonolithCluster.
 const sweepGrace = 30 * time.Second
 
+// DefaultLoadWorkers loads a few stores at once: a journal's read is
+// mostly waiting for the management API server (Secrets) or the disk, and
+// one cluster's large journal does not hold up the others.
+const DefaultLoadWorkers = 8
+
 // DefaultSweepInterval is how often the recorded endpoints are compared
 // with the served clusters.
 const DefaultSweepInterval = 15 * time.Second
@@ -120,6 +125,10 @@ type Options struct {
 	// (see Leadership); nil: this process alone serves, and Hosting runs
 	// only on the leader of its manager.
 	Leadership *Leadership
+	// LoadWorkers is how many clusters' stores are loaded from their
+	// journals at once when a restarted or newly elected process serves
+	// every recorded cluster. Default DefaultLoadWorkers.
+	LoadWorkers int
 	// Handler options; StoreFor is set by Hosting.
 	Handler apiserver.Options
 	// Log receives the listeners' lifecycle.
@@ -172,8 +181,11 @@ type Cluster struct {
 	endpoint clusterv1.APIEndpoint
 	// st is the cluster's store, nil while this replica forwards the
 	// cluster's connections to the leader; ready is closed once it is set.
-	st       atomic.Pointer[store.Store]
-	ready    chan struct{}
+	st    atomic.Pointer[store.Store]
+	ready chan struct{}
+	// load is the store's load in flight, nil when none is; h.mu guards
+	// it. Connections wait for the store meanwhile (route).
+	load     *storeLoad
 	served   *connListener
 	journal  Journal // nil without Options.Journals
 	listener net.Listener
@@ -216,6 +228,9 @@ func New(opts Options) (*Hosting, error) {
 	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = DefaultSweepInterval
+	}
+	if opts.LoadWorkers <= 0 {
+		opts.LoadWorkers = DefaultLoadWorkers
 	}
 	if opts.Journals == nil && opts.StateDir != "" {
 		opts.Journals = FileJournals{Dir: opts.StateDir, Log: opts.Log}
@@ -290,9 +305,10 @@ func (h *Hosting) shutdown() {
 }
 
 // serveOwn serves the clusters of Options.Own that are not served yet on
-// their recorded endpoints. Their Nodes come back when their machines are
-// reconciled (for a paused cluster, once it is unpaused); what matters
-// here is that the endpoint stays this cluster's.
+// their recorded endpoints, Options.LoadWorkers at a time. Their Nodes
+// come back when their machines are reconciled (for a paused cluster, once
+// it is unpaused); what matters here is that the endpoint stays this
+// cluster's.
 func (h *Hosting) serveOwn(ctx context.Context) {
 	if h.opts.Own == nil {
 		return
@@ -302,16 +318,16 @@ func (h *Hosting) serveOwn(ctx context.Context) {
 		h.opts.Log.Error(err, "Failed to list the clusters to serve")
 		return
 	}
-	for _, r := range own {
-		if !r.Endpoint.IsValid() || !h.Hosts(r.Endpoint) || h.Cluster(r.Cluster) != nil {
-			continue
-		}
+	own = slices.DeleteFunc(own, func(r Recorded) bool {
+		return !r.Endpoint.IsValid() || !h.Hosts(r.Endpoint) || h.Cluster(r.Cluster) != nil
+	})
+	forEach(h.opts.LoadWorkers, own, func(r Recorded) {
 		if _, err := h.Serve(ctx, r.Cluster, r.Endpoint); err != nil {
 			// Another process may hold it for now (after clusterctl move,
 			// the source's manager): tried again at the next sweep.
 			h.opts.Log.V(2).Info("Not serving the cluster's recorded endpoint yet", "cluster", r.Cluster.String(), "reason", err.Error())
 		}
-	}
+	})
 }
 
 // sweep stops serving the clusters whose endpoint no MonolithCluster
@@ -351,46 +367,63 @@ func (h *Hosting) sweep(ctx context.Context) {
 // is served on already, the recorded one (want, after a restart), or a
 // free port of the range. It returns ErrNotHosted for a recorded endpoint
 // this process cannot serve, and ErrEndpointInUse for one another process
-// holds.
+// holds. The cluster's listener is open at once; its store is loaded from
+// its journal without holding up other clusters' calls, and Serve returns
+// once it is (connections wait for it meanwhile).
 func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want clusterv1.APIEndpoint) (clusterv1.APIEndpoint, error) {
+	c, fresh, err := h.listenFor(ctx, cluster, want)
+	if err != nil {
+		return clusterv1.APIEndpoint{}, err
+	}
+	// A cluster served for the first time (no recorded endpoint) starts
+	// empty, whatever a journal of an earlier cluster of its name left.
+	if err := h.loadStore(c, !fresh || want.IsValid()); err != nil {
+		if fresh {
+			h.remove(cluster, true)
+		}
+		return clusterv1.APIEndpoint{}, err
+	}
+	return c.endpoint, nil
+}
+
+// listenFor returns cluster's Cluster, listening on its endpoint; fresh
+// when this call opened the listener.
+func (h *Hosting) listenFor(ctx context.Context, cluster types.NamespacedName, want clusterv1.APIEndpoint) (*Cluster, bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
-		return clusterv1.APIEndpoint{}, ErrStopped
+		return nil, false, ErrStopped
 	}
 	if c, ok := h.clusters[cluster]; ok {
 		if want.IsValid() && want != c.endpoint {
-			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))
+			return nil, false, fmt.Errorf("cluster %s is served on %s, not on the recorded %s", cluster, endpointString(c.endpoint), endpointString(want))
 		}
-		if err := h.ensureStore(c); err != nil {
-			return clusterv1.APIEndpoint{}, err
-		}
-		return c.endpoint, nil
+		return c, false, nil
 	}
 	if err := h.loadReserved(ctx); err != nil {
-		return clusterv1.APIEndpoint{}, err
+		return nil, false, err
 	}
 	if want.IsValid() {
 		if !h.Hosts(want) {
-			return clusterv1.APIEndpoint{}, fmt.Errorf("%s: %w", endpointString(want), ErrNotHosted)
+			return nil, false, fmt.Errorf("%s: %w", endpointString(want), ErrNotHosted)
 		}
 		if h.opts.FirstRecorder != nil {
 			first, found, err := h.opts.FirstRecorder(ctx, want)
 			if err != nil {
-				return clusterv1.APIEndpoint{}, fmt.Errorf("failed to find which cluster recorded %s first: %w", endpointString(want), err)
+				return nil, false, fmt.Errorf("failed to find which cluster recorded %s first: %w", endpointString(want), err)
 			}
 			if found && first != cluster {
-				return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s's recorded endpoint %s was recorded first by cluster %s: %w", cluster, endpointString(want), first, ErrEndpointInUse)
+				return nil, false, fmt.Errorf("cluster %s's recorded endpoint %s was recorded first by cluster %s: %w", cluster, endpointString(want), first, ErrEndpointInUse)
 			}
 		}
 		l, err := h.listen(int(want.Port))
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return clusterv1.APIEndpoint{}, fmt.Errorf("cluster %s's recorded endpoint %s: %w", cluster, endpointString(want), ErrEndpointInUse)
+			return nil, false, fmt.Errorf("cluster %s's recorded endpoint %s: %w", cluster, endpointString(want), ErrEndpointInUse)
 		}
 		if err != nil {
-			return clusterv1.APIEndpoint{}, fmt.Errorf("failed to listen on the recorded endpoint of cluster %s: %w", cluster, err)
+			return nil, false, fmt.Errorf("failed to listen on the recorded endpoint of cluster %s: %w", cluster, err)
 		}
-		return h.start(cluster, l, true)
+		return h.start(cluster, l), true, nil
 	}
 	for range h.opts.Ports.Size() {
 		port := h.next
@@ -409,9 +442,9 @@ func (h *Hosting) Serve(ctx context.Context, cluster types.NamespacedName, want 
 			// Another process has it: try the next one.
 			continue
 		}
-		return h.start(cluster, l, false)
+		return h.start(cluster, l), true, nil
 	}
-	return clusterv1.APIEndpoint{}, fmt.Errorf("no free port left in %s on %s for cluster %s", h.opts.Ports, h.opts.Address, cluster)
+	return nil, false, fmt.Errorf("no free port left in %s on %s for cluster %s", h.opts.Ports, h.opts.Address, cluster)
 }
 
 func endpointString(e clusterv1.APIEndpoint) string {
@@ -445,18 +478,9 @@ func (h *Hosting) listen(port int) (net.Listener, error) {
 	return lc.Listen(h.base, "tcp", netip.AddrPortFrom(h.opts.Address, uint16(port)).String())
 }
 
-// start serves cluster on l, with the objects its journal kept when it is
-// served again on its recorded endpoint (resume); h.mu is held.
-func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (clusterv1.APIEndpoint, error) {
-	var st *store.Store
-	var j Journal
-	if h.leading {
-		var err error
-		if st, j, err = h.openStore(h.base, key, resume); err != nil {
-			_ = l.Close()
-			return clusterv1.APIEndpoint{}, err
-		}
-	}
+// start serves cluster on l, its store not loaded yet (loadStore);
+// h.mu is held.
+func (h *Hosting) start(key types.NamespacedName, l net.Listener) *Cluster {
 	port := l.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithCancel(h.base)
 	c := &Cluster{
@@ -464,22 +488,16 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 		endpoint: clusterv1.APIEndpoint{Host: h.opts.AdvertiseHost, Port: int32(port)},
 		ready:    make(chan struct{}),
 		served:   newConnListener(l.Addr()),
-		journal:  j,
 		listener: l,
 		cancel:   cancel,
 		h:        h,
 		started:  h.opts.Now(),
 	}
-	if st != nil {
-		c.setStore(st)
-	}
 	h.clusters[key] = c
 	h.byPort[port] = c
 	delete(h.reserved, port)
 	log := h.opts.Log.WithValues("cluster", key.String(), "endpoint", endpointString(c.endpoint))
-	if st != nil {
-		log.Info("Serving the workload API")
-	} else {
+	if !h.leading {
 		log.Info("Forwarding the workload API to the leader")
 	}
 	cfg := apiserver.TLSConfig(func(*tls.ClientHelloInfo) (*apiserver.ClusterTLS, error) {
@@ -491,7 +509,7 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener, resume bool) (
 		}
 	}()
 	go h.accept(ctx, c)
-	return c.endpoint, nil
+	return c
 }
 
 // openStore makes cluster's store, kept in its journal when
@@ -548,13 +566,19 @@ func (h *Hosting) Remove(key types.NamespacedName) { h.remove(key, false) }
 func (h *Hosting) remove(key types.NamespacedName, keep bool) {
 	h.mu.Lock()
 	c, ok := h.clusters[key]
+	var load *storeLoad
 	if ok {
 		delete(h.clusters, key)
 		delete(h.byPort, int(c.endpoint.Port))
+		load = c.load
 	}
 	h.mu.Unlock()
 	if !ok {
 		return
+	}
+	if load != nil {
+		// Its store and journal are closed with the others below.
+		<-load.done
 	}
 	c.cancel()
 	if ctl := c.controllers.Load(); ctl != nil {

@@ -3,7 +3,9 @@ package hosting
 import (
 	"context"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,25 +57,20 @@ var _ manager.LeaderElectionRunnable = (*Hosting)(nil)
 func (h *Hosting) NeedLeaderElection() bool { return h.opts.Leadership == nil }
 
 // lead makes this replica the one serving: every cluster's store is opened
-// from its journal, then this replica's address is published.
+// from its journal, Options.LoadWorkers at a time, then this replica's
+// address is published.
 func (h *Hosting) lead(ctx context.Context) {
 	start := time.Now()
 	h.mu.Lock()
 	h.leading = true
-	clusters := make([]*Cluster, 0, len(h.clusters))
-	for _, c := range h.clusters {
-		clusters = append(clusters, c)
-	}
+	clusters := slices.Collect(maps.Values(h.clusters))
 	h.mu.Unlock()
-	for _, c := range clusters {
-		h.mu.Lock()
-		err := h.ensureStore(c)
-		h.mu.Unlock()
-		if err != nil {
+	forEach(h.opts.LoadWorkers, clusters, func(c *Cluster) {
+		if err := h.loadStore(c, true); err != nil {
 			// Tried again by the next sweep's serveOwn, and by Serve.
 			h.opts.Log.Error(err, "Failed to load the workload cluster as the new leader", "cluster", c.key.String())
 		}
-	}
+	})
 	h.serveOwn(ctx)
 	for {
 		err := h.opts.Leadership.Publish(ctx, h.opts.Leadership.Self)
@@ -88,22 +85,6 @@ func (h *Hosting) lead(ctx context.Context) {
 		}
 	}
 	h.opts.Log.Info("Leading the workload API", "address", h.opts.Leadership.Self, "clusters", len(clusters), "took", time.Since(start).String())
-}
-
-// ensureStore opens a forwarded cluster's store once this replica leads;
-// h.mu is held.
-func (h *Hosting) ensureStore(c *Cluster) error {
-	if !h.leading || c.Store() != nil || h.clusters[c.key] != c {
-		return nil
-	}
-	st, j, err := h.openStore(h.base, c.key, true)
-	if err != nil {
-		return err
-	}
-	c.journal = j
-	c.setStore(st)
-	h.opts.Log.Info("Serving the workload API", "cluster", c.key.String(), "endpoint", endpointString(c.endpoint))
-	return nil
 }
 
 func (h *Hosting) isLeading() bool {
@@ -125,15 +106,16 @@ func (h *Hosting) accept(ctx context.Context, c *Cluster) {
 }
 
 // route serves conn here once c has its store, or forwards it to the
-// leader, waiting for one for at most ForwardWait.
+// leader, waiting for the store or a leader for at most ForwardWait
+// (DefaultForwardWait without Leadership: a store being loaded).
 func (h *Hosting) route(ctx context.Context, c *Cluster, conn net.Conn) {
 	if c.Store() != nil {
 		c.served.push(conn)
 		return
 	}
-	wait := h.opts.Leadership.ForwardWait
-	if wait <= 0 {
-		wait = DefaultForwardWait
+	wait := DefaultForwardWait
+	if l := h.opts.Leadership; l != nil && l.ForwardWait > 0 {
+		wait = l.ForwardWait
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -159,7 +141,7 @@ func (h *Hosting) route(ctx context.Context, c *Cluster, conn net.Conn) {
 // dialLeader connects to the leader's listener of c, nil when there is no
 // other leader to reach now.
 func (h *Hosting) dialLeader(ctx context.Context, c *Cluster) net.Conn {
-	if h.isLeading() {
+	if h.opts.Leadership == nil || h.isLeading() {
 		// Loading: c is served here in a moment.
 		return nil
 	}
