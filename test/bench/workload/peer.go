@@ -202,7 +202,7 @@ func startPeer(ctx context.Context, bin, kubeconfig, dir string) (*peerProcess, 
 		"--diagnostics-address=0",
 		"--v=0",
 	)
-	p.cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1")
+	p.cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1", "KUBECONFIG="+kubeconfig)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the peer: %w", err)
