@@ -103,15 +103,15 @@ var peerContractLabels = map[string]string{
 	"cluster.x-k8s.io/v1beta2": "v1beta2",
 }
 
-// readPeerCRDs reads the Dev* CRDs of the provider's config/crd/bases (the
-// Docker* ones are not used here) and labels them as its kustomization
-// does. Their conversion webhook patch is left out: every object here is
+// readPeerCRDs reads the CRDs of the provider's config/crd/bases (its
+// Docker* controllers, which this benchmark does not use, still need
+// theirs to start) and labels them as its kustomization does. Their conversion webhook patch is left out: every object here is
 // v1beta2, the storage version.
 func readPeerCRDs(moduleDir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	dir := filepath.Join(moduleDir, "infrastructure", "docker", "config", "crd", "bases")
-	files, err := filepath.Glob(filepath.Join(dir, "infrastructure.cluster.x-k8s.io_dev*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "infrastructure.cluster.x-k8s.io_*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("failed to find the peer's Dev* CRDs in %s (%v)", dir, err)
+		return nil, fmt.Errorf("failed to find the peer's CRDs in %s (%v)", dir, err)
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
