@@ -578,7 +578,13 @@ spec:
 ---
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: DevCluster
-metadata: {name: NAME, namespace: NAMESPACE}
+metadata:
+  name: NAME
+  namespace: NAMESPACE
+  # Any annotation: v1.14.2's inMemory backend writes one into the map
+  # and panics on a DevCluster without annotations, which its ClusterClass
+  # never makes.
+  annotations: {bench.capi-monolith.io/side: peer}
 spec:
   backend:
     inMemory: {}
