@@ -213,6 +213,11 @@ bench-hooks: envtest-assets ## Benchmark runtime hooks over TLS (the module in t
 bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters (KCP of 1 + MachineDeployment of 3, inMemory) from capi-monolith dev: time to all Running, peak and per-cluster RSS of the binary and the managers, then 200 objects per cluster and a restart of dev on its --data-dir: memory and journal bytes per cluster, time to every cluster served again (args: BENCH_WORKLOAD_ARGS, e.g. -clusters 500 -out test/bench/results/workload-500.md).
 	go run ./test/bench/workload $(BENCH_WORKLOAD_ARGS)
 
+.PHONY: bench-workload-sbs
+bench-workload-sbs: N ?= 100
+bench-workload-sbs: envtest-assets capi-managers ## Side-by-side workload benchmark: N clusters (KCP 1 + MD 3) from the same dev, once with our infra module, once with Cluster API's in-memory provider (test module v1.14.2, built in a scratch folder) beside it: time to Available/Running, apiserver requests and CPU per Machine, provider CPU and RSS per cluster (N=100, args: BENCH_WORKLOAD_SBS_ARGS, e.g. -rounds 2).
+	go run ./test/bench/workload -sbs -clusters $(N) $(BENCH_WORKLOAD_SBS_ARGS)
+
 .PHONY: bench-failover
 bench-failover: envtest-assets ## Benchmark two replicas (secrets state, leader lease) with 100 and 1,000 inMemory clusters of 20 ConfigMaps: state Secrets and bytes, ports, RSS, then the leader's SIGKILL: time to every workload API answering through the survivor, objects lost (args: BENCH_FAILOVER_ARGS, e.g. -clusters 100).
 	go run ./test/bench/failover $(BENCH_FAILOVER_ARGS)

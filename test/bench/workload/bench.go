@@ -64,6 +64,10 @@ type Config struct {
 	// workload API, and dev is restarted on the same state folder (see
 	// measureState).
 	AddonObjects int
+	// Peer makes the clusters' infrastructure Cluster API's in-memory
+	// provider's DevCluster and DevMachineTemplates (bench-workload-sbs)
+	// rather than ours.
+	Peer bool
 }
 
 // DefaultConfig is `make bench-workload`: 100 clusters of 1 control plane
@@ -127,6 +131,10 @@ type Result struct {
 	// OutOfMemory is set when MinAvailable ended the run; After is then a
 	// single reading taken at once, not a steady one.
 	OutOfMemory bool
+	// Requests and Writes are the management kube-apiserver's requests
+	// (apiserver_request_total), all and writes, from the first create
+	// until every machine ran.
+	Requests, Writes float64
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -203,6 +211,10 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.Start, err = dev.Read(); err != nil {
 		return r, err
 	}
+	requestsBefore, writesBefore, err := apiServerRequests(ctx, restCfg)
+	if err != nil {
+		return r, err
+	}
 	guarded, guard := startMemoryGuard(ctx, cfg.MinAvailable)
 	defer guard.Stop()
 	start := time.Now()
@@ -226,6 +238,11 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.End, err = dev.Read(); err != nil {
 		return r, err
 	}
+	requestsAfter, writesAfter, err := apiServerRequests(ctx, restCfg)
+	if err != nil {
+		return r, err
+	}
+	r.Requests, r.Writes = requestsAfter-requestsBefore, writesAfter-writesBefore
 	guard.Stop()
 	if r.LowestAvailable, err = guard.Lowest(); err != nil {
 		return r, err
@@ -243,13 +260,15 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 			r.MachinesRunning.Round(100*time.Millisecond), r.ControlPlanesAvailable.Round(100*time.Millisecond))
 	}
 
-	list := &infrav1.MonolithClusterList{}
-	if err := seen.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
-		return r, fmt.Errorf("failed to list MonolithClusters: %w", err)
-	}
-	for _, mc := range list.Items {
-		if mc.Spec.ControlPlaneEndpoint.Port != 0 {
-			r.Endpoints++
+	if !cfg.Peer {
+		list := &infrav1.MonolithClusterList{}
+		if err := seen.List(ctx, list, client.InNamespace(cfg.Namespace)); err != nil {
+			return r, fmt.Errorf("failed to list MonolithClusters: %w", err)
+		}
+		for _, mc := range list.Items {
+			if mc.Spec.ControlPlaneEndpoint.Port != 0 {
+				r.Endpoints++
+			}
 		}
 	}
 	fmt.Fprintf(log, "  steady RSS after: waiting %s, then reading for %s\n", cfg.Settle, cfg.Window)
@@ -377,7 +396,7 @@ func countOrphaned(ctx context.Context, c client.Client, machines []clusterv1.Ma
 		if _, ok := running[m.Name]; ok || time.Since(m.CreationTimestamp.Time) < orphanAge {
 			continue
 		}
-		err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, &infrav1.MonolithMachine{})
+		err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, infraMachine(m))
 		if apierrors.IsNotFound(err) {
 			n++
 		}
@@ -399,9 +418,9 @@ func stuck(ctx context.Context, c client.Client, machines []clusterv1.Machine, r
 			break
 		}
 		line := fmt.Sprintf("Machine %s: phase %q, nodeRef %q; not True: %s", m.Name, m.Status.Phase, m.Status.NodeRef.Name, notTrue(m.Status.Conditions))
-		mm := &infrav1.MonolithMachine{}
+		mm := infraMachine(m)
 		if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, mm); err == nil {
-			line += fmt.Sprintf("; MonolithMachine not True: %s", notTrue(mm.Status.Conditions))
+			line += fmt.Sprintf("; %s not True: %s", mm.GetKind(), notTrueUnstructured(mm))
 		}
 		out = append(out, line)
 	}
@@ -413,6 +432,41 @@ func notTrue(cs []metav1.Condition) string {
 	for _, c := range cs {
 		if c.Status != metav1.ConditionTrue {
 			parts = append(parts, fmt.Sprintf("%s=%s %s %q", c.Type, c.Status, c.Reason, c.Message))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// infraMachine is an empty object of m's infrastructure kind, ours or the
+// peer's, read as unstructured so that either can be looked at.
+func infraMachine(m *clusterv1.Machine) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(infrav1.GroupVersion.Group + "/" + infraVersion(m.Spec.InfrastructureRef.Kind))
+	u.SetKind(m.Spec.InfrastructureRef.Kind)
+	return u
+}
+
+// infraVersion is the version of the infrastructure kind the benchmark
+// creates: ours are v1alpha1, the peer's Dev* kinds v1beta2.
+func infraVersion(kind string) string {
+	if strings.HasPrefix(kind, "Dev") {
+		return "v1beta2"
+	}
+	return infrav1.GroupVersion.Version
+}
+
+// notTrueUnstructured is notTrue of an unstructured object's
+// status.conditions.
+func notTrueUnstructured(u *unstructured.Unstructured) string {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var parts []string
+	for _, c := range raw {
+		cond, _ := c.(map[string]any)
+		if cond["status"] != string(metav1.ConditionTrue) {
+			parts = append(parts, fmt.Sprintf("%v=%v %v %q", cond["type"], cond["status"], cond["reason"], cond["message"]))
 		}
 	}
 	if len(parts) == 0 {
@@ -503,13 +557,118 @@ spec:
       infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: MonolithMachineTemplate, name: NAME-md-0}
 `
 
+// peerClusterTemplate is clusterTemplate with Cluster API's in-memory
+// provider as the infrastructure: its DevCluster and DevMachineTemplates
+// with the inMemory backend as its own clusterclass-in-memory.yaml writes
+// them, except that its VM and node startup take this benchmark's
+// provisioning and bootstrap delays (its template has 10 s and 2 s, with
+// 20% jitter) and its etcd and API server none, so that both sides simulate
+// the same wait. The rest is clusterTemplate's, object for object: a
+// ClusterClass would add the topology controller's work to one side only.
+const peerClusterTemplate = `
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  clusterNetwork:
+    pods: {cidrBlocks: [192.168.0.0/16]}
+    services: {cidrBlocks: [10.96.0.0/12]}
+  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: NAME}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevCluster, name: NAME}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DevCluster
+metadata:
+  name: NAME
+  namespace: NAMESPACE
+  # Any annotation: v1.14.2's inMemory backend writes one into the map
+  # and panics on a DevCluster without annotations, which its ClusterClass
+  # never makes.
+  annotations: {bench.capi-monolith.io/side: peer}
+spec:
+  backend:
+    inMemory: {}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DevMachineTemplate
+metadata: {name: NAME-control-plane, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      backend:
+        inMemory:
+          vm: {provisioning: {startupDuration: PROVISIONING, startupJitter: "0"}}
+          node: {provisioning: {startupDuration: BOOTSTRAP, startupJitter: "0"}}
+          apiServer: {provisioning: {startupDuration: 0s, startupJitter: "0"}}
+          etcd: {provisioning: {startupDuration: 0s, startupJitter: "0"}}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  replicas: 1
+  version: VERSION
+  machineTemplate:
+    spec:
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: NAME-control-plane}
+  kubeadmConfigSpec:
+    initConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+    joinConfiguration:
+      nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DevMachineTemplate
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      backend:
+        inMemory:
+          vm: {provisioning: {startupDuration: PROVISIONING, startupJitter: "0"}}
+          node: {provisioning: {startupDuration: BOOTSTRAP, startupJitter: "0"}}
+          apiServer: {provisioning: {startupDuration: 0s, startupJitter: "0"}}
+          etcd: {provisioning: {startupDuration: 0s, startupJitter: "0"}}
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfigTemplate
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  template:
+    spec:
+      joinConfiguration:
+        nodeRegistration: {criSocket: unix:///var/run/containerd/containerd.sock}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineDeployment
+metadata: {name: NAME-md-0, namespace: NAMESPACE}
+spec:
+  clusterName: NAME
+  replicas: WORKERS
+  template:
+    spec:
+      clusterName: NAME
+      version: VERSION
+      bootstrap:
+        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: NAME-md-0}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DevMachineTemplate, name: NAME-md-0}
+`
+
+// templateOf is the cluster template of cfg's provider.
+func templateOf(cfg Config) string {
+	if cfg.Peer {
+		return peerClusterTemplate
+	}
+	return clusterTemplate
+}
+
 // clusterObjects returns one cluster's objects in creation order.
 func clusterObjects(cfg Config, name string) ([]*unstructured.Unstructured, error) {
 	text := strings.NewReplacer(
 		"NAMESPACE", cfg.Namespace, "NAME", name, "VERSION", cfg.KubernetesVersion,
 		"PROVISIONING", cfg.ProvisioningDelay.String(), "BOOTSTRAP", cfg.BootstrapDelay.String(),
 		"WORKERS", fmt.Sprint(cfg.Workers),
-	).Replace(clusterTemplate)
+	).Replace(templateOf(cfg))
 	var out []*unstructured.Unstructured
 	for _, doc := range strings.Split(text, "\n---\n") {
 		obj := &unstructured.Unstructured{}

@@ -52,6 +52,9 @@ import (
 // defaultOut is the results file, relative to the repository root.
 const defaultOut = "test/bench/results/workload.md"
 
+// defaultSBSOut is -sbs's results file.
+const defaultSBSOut = "test/bench/results/workload-sbs.md"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-workload:", err)
@@ -83,6 +86,9 @@ func run(args []string) error {
 	binary := fs.String("binary", "", "the capi-monolith binary to run (default: built from this tree)")
 	devArgs := fs.String("dev-args", "", "space-separated flags added to `capi-monolith dev`")
 	out := fs.String("out", defaultOut, "Markdown results file; empty writes none")
+	sbs := fs.Bool("sbs", false, "side by side (make bench-workload-sbs): alternate runs of our infra module and of Cluster API's in-memory provider ("+peerPackage+"@"+peerVersion+", built in a scratch folder from test/capie2e's pins), same dev, same clusters; -addon-objects and -heap-profile do not apply")
+	rounds := fs.Int("rounds", 1, "with -sbs: runs of each side, alternating")
+	peerBinary := fs.String("peer-binary", "", "with -sbs: the peer's binary to run instead of the one built")
 	heapProfile := fs.String("heap-profile", "", "write the capi-monolith process's heap profile to this file once every machine runs (dev then serves its secure diagnostics endpoint on a free loopback port), and report where its heap in use went")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,6 +102,26 @@ func run(args []string) error {
 	defer stop()
 
 	machine := harness.DescribeMachine(ctx)
+	if *sbs {
+		if *rounds < 1 {
+			return errors.New("-rounds must be positive")
+		}
+		if *out == defaultOut {
+			*out = defaultSBSOut
+		}
+		s, err := runSideBySide(ctx, cfg, *binary, *peerBinary, *rounds, os.Stderr)
+		if s != nil && len(s.Runs) > 0 {
+			if werr := s.writeText(os.Stdout); werr != nil {
+				return errors.Join(err, werr)
+			}
+			if *out != "" {
+				if werr := report.WriteFile(*out, func(w io.Writer) error { return s.writeMarkdown(w, cfg, machine) }); werr != nil {
+					return errors.Join(err, werr)
+				}
+			}
+		}
+		return err
+	}
 	r, err := runOnce(ctx, cfg, *binary, *heapProfile, os.Stderr)
 	if err != nil {
 		return err
