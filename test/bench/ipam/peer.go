@@ -2,24 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/capi-monolith/capi-monolith/dev/certs"
-	"github.com/capi-monolith/capi-monolith/dev/ports"
-	"github.com/capi-monolith/capi-monolith/test/envtest"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
 )
 
 // The in-cluster IPAM provider's pool kind, handled as unstructured so that
@@ -131,98 +125,14 @@ func peerArgs(namespace string) []string {
 	return []string{"--namespace=" + namespace, "--leader-elect=false"}
 }
 
-// peerProcess is a running in-cluster IPAM provider.
-type peerProcess struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-	log    string
-}
-
 // startPeer runs the peer's manager against cfg, with its webhook server
 // serving a certificate made here (the apiserver is not told to call it,
 // as for ours), and waits for its /readyz.
-func startPeer(ctx context.Context, bin string, cfg *rest.Config, dir string, args []string) (*peerProcess, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := envtest.WriteKubeconfigFromREST(cfg, kubeconfig); err != nil {
-		return nil, err
-	}
-	certDir := filepath.Join(dir, "certs")
-	ca, err := certs.NewCA("ipam-bench-peer")
-	if err != nil {
-		return nil, err
-	}
-	pair, err := ca.Serving()
-	if err != nil {
-		return nil, err
-	}
-	if err := pair.Write(certDir, ca); err != nil {
-		return nil, err
-	}
-	free, err := ports.Free(2)
-	if err != nil {
-		return nil, err
-	}
-	health := fmt.Sprintf("127.0.0.1:%d", free[1])
-	p := &peerProcess{exited: make(chan struct{}), log: filepath.Join(dir, "log.txt")}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the peer's log: %w", err)
-	}
-	defer logFile.Close()
-	p.cmd = exec.Command(bin, append([]string{
-		"--kubeconfig=" + kubeconfig,
-		fmt.Sprintf("--webhook-port=%d", free[0]),
-		"--webhook-cert-dir=" + certDir,
-		"--health-probe-bind-address=" + health,
-		"--diagnostics-address=0",
-	}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start the peer: %w", err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("the peer exited before it was ready (%v); its log is %s", p.err, p.log)
-		case <-ctx.Done():
-			return nil, errors.Join(p.Stop(), context.Cause(ctx))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("the peer was not ready within 2m; its log is %s", p.log), p.Stop())
-		}
-	}
-}
-
-// Stop sends SIGTERM and kills the process if it has not exited in 30 s.
-func (p *peerProcess) Stop() error {
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return errors.New("the peer did not stop within 30s of SIGTERM and was killed")
-	}
+func startPeer(ctx context.Context, bin string, cfg *rest.Config, dir string, args []string) (*process.Process, error) {
+	return process.Start(ctx, process.Options{
+		Name: "the peer", Binary: bin, Config: cfg, Dir: dir, Args: args,
+		HealthFlag: "--health-probe-bind-address", NoDiagnostics: true,
+	})
 }
 
 // newPeerPool is the peer's pool of the same /16 as ours.

@@ -3,23 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/capi-monolith/capi-monolith/dev/certs"
-	"github.com/capi-monolith/capi-monolith/dev/ports"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness/process"
 )
 
 // The peer is Cluster API's in-memory provider as v1.14.2 ships it: the
@@ -153,100 +148,15 @@ func installPeerCRDs(cfg *rest.Config, moduleDir string) error {
 	return nil
 }
 
-// peerProcess is the running peer provider.
-type peerProcess struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
-	log    string
-}
-
 // startPeer runs the peer against dev's admin kubeconfig (no RBAC needed),
 // its webhook server on a certificate made here (the apiserver is not told
 // to call it: its webhooks validate and default fields the objects here
 // set), its workload clusters' API servers on 127.0.0.1 (POD_IP, as its
 // deployment sets from the pod's IP), and waits for its /readyz.
-func startPeer(ctx context.Context, bin, kubeconfig, dir string) (*peerProcess, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
-	}
-	certDir := filepath.Join(dir, "certs")
-	ca, err := certs.NewCA("workload-bench-peer")
-	if err != nil {
-		return nil, err
-	}
-	pair, err := ca.Serving()
-	if err != nil {
-		return nil, err
-	}
-	if err := pair.Write(certDir, ca); err != nil {
-		return nil, err
-	}
-	free, err := ports.Free(2)
-	if err != nil {
-		return nil, err
-	}
-	health := fmt.Sprintf("127.0.0.1:%d", free[1])
-	p := &peerProcess{exited: make(chan struct{}), log: filepath.Join(dir, "log.txt")}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the peer's log: %w", err)
-	}
-	defer logFile.Close()
-	p.cmd = exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
-		"--leader-elect=false",
-		fmt.Sprintf("--webhook-port=%d", free[0]),
-		"--webhook-cert-dir="+certDir,
-		"--health-addr="+health,
-		"--diagnostics-address=0",
-		"--v=0",
-	)
-	p.cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1", "KUBECONFIG="+kubeconfig)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start the peer: %w", err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("the peer exited before it was ready (%v); its log is %s", p.err, p.log)
-		case <-ctx.Done():
-			return nil, errors.Join(p.Stop(), context.Cause(ctx))
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("the peer was not ready within 2m; its log is %s", p.log), p.Stop())
-		}
-	}
-}
-
-// Pid is the peer's process id.
-func (p *peerProcess) Pid() int { return p.cmd.Process.Pid }
-
-// Stop sends SIGTERM and kills the process if it has not exited in 30 s.
-func (p *peerProcess) Stop() error {
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return errors.New("the peer did not stop within 30s of SIGTERM and was killed")
-	}
+func startPeer(ctx context.Context, bin, kubeconfig, dir string) (*process.Process, error) {
+	return process.Start(ctx, process.Options{
+		Name: "the peer", Binary: bin, Kubeconfig: kubeconfig, Dir: dir, NoDiagnostics: true,
+		Args: []string{"--leader-elect=false", "--v=0"},
+		Env:  []string{"POD_IP=127.0.0.1", "KUBECONFIG=" + kubeconfig},
+	})
 }

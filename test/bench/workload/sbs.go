@@ -124,7 +124,7 @@ func runSide(ctx context.Context, cfg Config, binary, peerBinary, moduleDir, dir
 	if err != nil {
 		return sr, err
 	}
-	var peer *peerProcess
+	var peer *process.Process
 	stop := func() error {
 		var errs []error
 		if peer != nil {
@@ -143,7 +143,7 @@ func runSide(ctx context.Context, cfg Config, binary, peerBinary, moduleDir, dir
 		if err != nil {
 			return sr, errors.Join(err, stop())
 		}
-		dev.PIDs[PartPeer] = peer.Pid()
+		dev.PIDs[PartPeer] = peer.PID()
 	}
 	sr.LoadBefore = harness.LoadAverage()
 	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", sr.LoadBefore, cfg.Clusters, cfg.Workers)
@@ -153,7 +153,7 @@ func runSide(ctx context.Context, cfg Config, binary, peerBinary, moduleDir, dir
 		fmt.Fprintf(log, "stopping: %v\n", stopErr)
 	}
 	if err != nil && peer != nil {
-		err = fmt.Errorf("%w (the peer's log is %s)", err, peer.log)
+		err = fmt.Errorf("%w (the peer's log is %s)", err, peer.LogFile())
 	}
 	return sr, err
 }

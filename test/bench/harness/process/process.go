@@ -62,10 +62,23 @@ type Options struct {
 	// DiagnosticsToken is a bearer token allowed to read /metrics and
 	// /debug/pprof/* (see GrantDiagnostics).
 	DiagnosticsToken string
+
+	// For a peer provider's manager (Cluster API's flags, not ours):
+	// Name names it in errors (default "capi-monolith"); Kubeconfig, when
+	// set, is used instead of one written from Config; HealthFlag names
+	// its health address flag (default --health-addr); NoDiagnostics
+	// turns its diagnostics endpoint off (--diagnostics-address=0); Env is
+	// added to this process's environment.
+	Name          string
+	Kubeconfig    string
+	HealthFlag    string
+	NoDiagnostics bool
+	Env           []string
 }
 
 // Process is a running capi-monolith.
 type Process struct {
+	name    string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -80,9 +93,18 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", opts.Dir, err)
 	}
-	kubeconfig := filepath.Join(opts.Dir, "kubeconfig")
-	if err := envtest.WriteKubeconfigFromREST(opts.Config, kubeconfig); err != nil {
-		return nil, err
+	if opts.Name == "" {
+		opts.Name = "capi-monolith"
+	}
+	if opts.HealthFlag == "" {
+		opts.HealthFlag = "--health-addr"
+	}
+	kubeconfig := opts.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+		if err := envtest.WriteKubeconfigFromREST(opts.Config, kubeconfig); err != nil {
+			return nil, err
+		}
 	}
 	certDir := filepath.Join(opts.Dir, "certs")
 	if err := writeServingCert(certDir); err != nil {
@@ -93,17 +115,22 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{
+		name:        opts.Name,
 		exited:      make(chan struct{}),
 		log:         filepath.Join(opts.Dir, "log.txt"),
 		health:      fmt.Sprintf("127.0.0.1:%d", free[1]),
 		Diagnostics: Diagnostics{Address: fmt.Sprintf("127.0.0.1:%d", free[2]), Token: opts.DiagnosticsToken},
 	}
+	diagnostics := p.Address
+	if opts.NoDiagnostics {
+		diagnostics, p.Diagnostics = "0", Diagnostics{}
+	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		fmt.Sprintf("--webhook-port=%d", free[0]),
 		"--webhook-cert-dir=" + certDir,
-		"--health-addr=" + p.health,
-		"--diagnostics-address=" + p.Address,
+		opts.HealthFlag + "=" + p.health,
+		"--diagnostics-address=" + diagnostics,
 	}, opts.Args...)
 	logFile, err := os.Create(p.log)
 	if err != nil {
@@ -111,6 +138,9 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	}
 	defer logFile.Close()
 	p.cmd = exec.Command(opts.Binary, args...)
+	if len(opts.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start %s: %w", opts.Binary, err)
@@ -156,9 +186,9 @@ func (p *Process) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("capi-monolith exited before it was ready (%v); its log:\n%s", p.waitErr, p.Log())
+			return fmt.Errorf("%s exited before it was ready (%v); its log:\n%s", p.name, p.waitErr, p.Log())
 		case <-ctx.Done():
-			return fmt.Errorf("capi-monolith not ready within %s; its log:\n%s", readyTimeout, p.Log())
+			return fmt.Errorf("%s not ready within %s; its log:\n%s", p.name, readyTimeout, p.Log())
 		case <-tick.C:
 		}
 	}
@@ -166,6 +196,9 @@ func (p *Process) waitReady(ctx context.Context) error {
 
 // PID is the process's id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// LogFile is the file the process prints to.
+func (p *Process) LogFile() string { return p.log }
 
 // Log returns the end of what the process printed.
 func (p *Process) Log() string {
@@ -207,7 +240,7 @@ func (p *Process) Stop() error {
 	case <-time.After(stopTimeout):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
-		return fmt.Errorf("capi-monolith did not stop within %s of SIGTERM and was killed", stopTimeout)
+		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, stopTimeout)
 	}
 }
 
@@ -221,7 +254,7 @@ func (p *Process) exitError() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("capi-monolith exited with %v; its log:\n%s", p.waitErr, p.Log())
+	return fmt.Errorf("%s exited with %v; its log:\n%s", p.name, p.waitErr, p.Log())
 }
 
 // Diagnostics is a capi-monolith's secure diagnostics endpoint (metrics
