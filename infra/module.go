@@ -204,7 +204,7 @@ func (m *Module) workloadJournals(mgr ctrl.Manager) (hosting.Journals, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to build the client of the workload state: %w", err)
 	}
-	return secretJournals{client: c, log: mgr.GetLogger().WithName("workload-state")}, nil
+	return secretJournals{client: c, owners: mgr.GetClient(), log: mgr.GetLogger().WithName("workload-state")}, nil
 }
 
 // workloadLeadership shares the endpoints among replicas when
@@ -229,6 +229,10 @@ func (m *Module) workloadLeadership(mgr ctrl.Manager) (*hosting.Leadership, erro
 // MonolithCluster.
 type secretJournals struct {
 	client client.Client
+	// owners reads Clusters and MonolithClusters, from the manager's cache:
+	// the owner's UID is all it needs, and a takeover loading every
+	// cluster then costs the API server only the state's reads.
+	owners client.Reader
 	log    logr.Logger
 }
 
@@ -249,21 +253,21 @@ func (s secretJournals) Open(ctx context.Context, cluster types.NamespacedName, 
 }
 
 // monolithClusterOf reads the MonolithCluster of cluster, which owns its
-// state. The Cluster's infrastructure reference names it: two reads
+// state. The Cluster's infrastructure reference names it: two cached reads
 // whatever the namespace holds, where a list per cluster would make a
-// restart with every cluster to load quadratic. A namespace is listed only
-// when the reference does not lead to it (not set yet, or moved).
+// restart with every cluster to load quadratic. The namespace is listed
+// only when the reference does not lead to it (not set yet, or moved).
 func (s secretJournals) monolithClusterOf(ctx context.Context, cluster types.NamespacedName) (*v1alpha1.MonolithCluster, error) {
 	owns := func(mc *v1alpha1.MonolithCluster) bool {
 		return clusterNameOf(mc) == cluster.Name && mc.DeletionTimestamp.IsZero()
 	}
 	c := &clusterv1.Cluster{}
-	if err := s.client.Get(ctx, cluster, c); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.owners.Get(ctx, cluster, c); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("failed to read Cluster %s: %w", cluster, err)
 	}
 	if ref := c.Spec.InfrastructureRef; ref.Kind == "MonolithCluster" && ref.APIGroup == v1alpha1.GroupVersion.Group {
 		mc := &v1alpha1.MonolithCluster{}
-		err := s.client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, mc)
+		err := s.owners.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, mc)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("failed to read MonolithCluster %s/%s: %w", cluster.Namespace, ref.Name, err)
 		}
@@ -272,7 +276,7 @@ func (s secretJournals) monolithClusterOf(ctx context.Context, cluster types.Nam
 		}
 	}
 	list := &v1alpha1.MonolithClusterList{}
-	if err := s.client.List(ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
+	if err := s.owners.List(ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
 		return nil, fmt.Errorf("failed to list MonolithClusters: %w", err)
 	}
 	for i := range list.Items {

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -124,6 +125,11 @@ type Journal struct {
 	generation int
 	chunks     int
 	delta      []byte
+	// sweep, set by load, makes the flusher delete the chunks of every
+	// generation but *sweep before its first write: what a compaction
+	// killed midway left. Not during Open, so that serving a cluster waits
+	// for one read of its head, not for a list of its Secrets.
+	sweep *int
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -177,7 +183,8 @@ func (j *Journal) load(ctx context.Context) error {
 	head := &corev1.Secret{}
 	err := j.opts.Client.Get(ctx, types.NamespacedName{Namespace: j.opts.Cluster.Namespace, Name: HeadName(j.opts.Cluster.Name)}, head)
 	if apierrors.IsNotFound(err) {
-		return j.deleteChunksExcept(ctx, -1)
+		j.sweep = ptr.To(-1)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("failed to read the state of workload cluster %s: %w", j.opts.Cluster, err)
@@ -218,9 +225,8 @@ func (j *Journal) load(ctx context.Context) error {
 	if err := j.replay(bytes.NewReader(j.delta)); err != nil {
 		return fmt.Errorf("the delta of workload cluster %s is corrupt: %w", j.opts.Cluster, err)
 	}
-	// Chunks of another generation are what a compaction killed midway
-	// left.
-	return j.deleteChunksExcept(ctx, j.generation)
+	j.sweep = ptr.To(j.generation)
+	return nil
 }
 
 func (j *Journal) ownedByUs(head *corev1.Secret) bool {
@@ -343,6 +349,15 @@ func (j *Journal) run() {
 	defer close(j.stopped)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if j.sweep != nil {
+		// Before any write: a compaction reuses the names of the
+		// generation after the head's.
+		if err := j.deleteChunksExcept(ctx, *j.sweep); err != nil {
+			// A chunk left is overwritten by the compaction that names it
+			// (putChunk); the next load tries again.
+			j.log.Error(err, "Failed to delete the snapshot chunks an interrupted compaction left")
+		}
+	}
 	for {
 		select {
 		case <-j.stop:

@@ -298,3 +298,32 @@ func TestAKillMidWriteLosesNothingAcknowledged(t *testing.T) {
 	}
 	t.Logf("%d acknowledged, %d kept", len(acked), len(found))
 }
+
+// The chunks a compaction killed midway left (a generation the head does
+// not name) are deleted once the journal is open again, and what the head
+// names is read back whole.
+func TestChunksAnInterruptedCompactionLeftAreDeleted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := env.Namespace(t, "sweep")
+	cluster := types.NamespacedName{Namespace: ns, Name: "a"}
+	j, s := open(g, ctx, secretjournal.Options{Cluster: cluster})
+	_, err := s.Create(configMaps, configMap("kept", "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(j.Wait(ctx)).To(Succeed())
+	g.Expect(j.Close()).To(Succeed())
+	left := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: secretjournal.HeadName("a") + "-7-0",
+		Labels: map[string]string{secretjournal.LabelStateOf: "a"},
+	}, Type: secretjournal.SecretType, Data: map[string][]byte{"snapshot": []byte("torn")}}
+	g.Expect(env.Client.Create(ctx, left)).To(Succeed())
+
+	j, s = open(g, ctx, secretjournal.Options{Cluster: cluster, Resume: true})
+	_, err = s.Get(configMaps, "default", "kept")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(left), &corev1.Secret{})
+	}, 10*time.Second).Should(Satisfy(apierrors.IsNotFound), "the torn chunk is deleted")
+	g.Expect(stateSecrets(g, ctx, ns, "a")).To(HaveLen(1), "the head alone is left")
+	g.Expect(j.Close()).To(Succeed())
+}
