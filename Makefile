@@ -157,12 +157,13 @@ test-e2e: envtest-assets capi-managers clusterctl docker-test-images ## Run only
 
 # Cluster API's own e2e specs (test/capie2e, a module of its own pinning
 # sigs.k8s.io/cluster-api/test) against a capi-monolith dev the suite starts.
-# CAPI_E2E_LABELS is a ginkgo label filter: `short` is make test's set.
-CAPI_E2E_LABELS     ?=
+# CAPI_E2E_LABELS is a ginkgo label filter: `short` is make test's set; the
+# default leaves out the `bench` specs, which bench-capi-scale runs.
+CAPI_E2E_LABELS     ?= !bench
 CAPI_E2E_TIMEOUT    ?= 120m
 
 .PHONY: test-capi-e2e
-test-capi-e2e: build envtest-assets capi-managers clusterctl ## Run Cluster API v1.14.2's e2e spec library (test/capie2e) against capi-monolith dev: every spec that applies (CAPI_E2E_LABELS=short: make test's set).
+test-capi-e2e: build envtest-assets capi-managers clusterctl ## Run Cluster API v1.14.2's e2e spec library (test/capie2e) against capi-monolith dev: every spec that applies but the `bench` ones (CAPI_E2E_LABELS=short: make test's set).
 	cd test/capie2e && go test -tags e2e $(GO_TEST_FLAGS) -timeout $(CAPI_E2E_TIMEOUT) -count=1 . -ginkgo.v $(if $(CAPI_E2E_LABELS),-ginkgo.label-filter='$(CAPI_E2E_LABELS)')
 
 .PHONY: test-chaos
@@ -217,6 +218,17 @@ bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters 
 bench-workload-sbs: N ?= 100
 bench-workload-sbs: envtest-assets capi-managers ## Side-by-side workload benchmark: N clusters (KCP 1 + MD 3) from the same dev, once with our infra module, once with Cluster API's in-memory provider (test module v1.14.2, built in a scratch folder) beside it: time to Available/Running, apiserver requests and CPU per Machine, provider CPU and RSS per cluster (N=100, args: BENCH_WORKLOAD_SBS_ARGS, e.g. -rounds 2).
 	go run ./test/bench/workload -sbs -clusters $(N) $(BENCH_WORKLOAD_SBS_ARGS)
+
+.PHONY: bench-capi-scale
+bench-capi-scale: CLUSTERS ?= 10
+bench-capi-scale: CONCURRENCY ?= 5
+bench-capi-scale: SKIP_UPGRADE ?= false
+bench-capi-scale: build envtest-assets capi-managers clusterctl ## Run Cluster API's own ScaleSpec (test/capie2e, label bench) against capi-monolith dev: CLUSTERS clusters of KCP 1 + MachineDeployment 3 created, upgraded, deleted, CONCURRENCY at a time; wall time of each phase, load, peak RSS of dev's processes, in test/bench/results/capi-scale-<CLUSTERS>.md (CLUSTERS=10 CONCURRENCY=5, SKIP_UPGRADE=true leaves out the upgrade; not part of make bench).
+	cd test/capie2e && CAPI_SCALE_CLUSTER_COUNT=$(CLUSTERS) CAPI_SCALE_CONCURRENCY=$(CONCURRENCY) \
+	  CAPI_SCALE_SKIP_UPGRADE=$(SKIP_UPGRADE) CAPI_SCALE_RESULTS=$(CURDIR)/test/bench/results/capi-scale-$(CLUSTERS).md \
+	  CAPI_SCALE_COMMIT=$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD || echo -dirty) \
+	  CAPI_SCALE_COMMAND='make bench-capi-scale CLUSTERS=$(CLUSTERS) CONCURRENCY=$(CONCURRENCY) SKIP_UPGRADE=$(SKIP_UPGRADE)' \
+	  go test -tags e2e $(GO_TEST_FLAGS) -timeout $(CAPI_E2E_TIMEOUT) -count=1 . -ginkgo.v -ginkgo.label-filter=bench
 
 .PHONY: bench-failover
 bench-failover: envtest-assets ## Benchmark two replicas (secrets state, leader lease) with 100 and 1,000 inMemory clusters of 20 ConfigMaps: state Secrets and bytes, ports, RSS, then the leader's SIGKILL: time to every workload API answering through the survivor, objects lost (args: BENCH_FAILOVER_ARGS, e.g. -clusters 100).

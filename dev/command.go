@@ -115,6 +115,7 @@ func command(ctx context.Context, reg *modules.Registry, args []string, stdout, 
 		Manager:       &fl.mgrOpts,
 		Progress:      display,
 		FeatureGates:  run.featureGates,
+		CAPITuning:    fl.capiTuning,
 	})
 	if err != nil {
 		return err
@@ -165,6 +166,8 @@ func watchSignals(ctx context.Context, cancel context.CancelFunc, signals <-chan
 type commandFlags struct {
 	opts      CommandOptions
 	capiGates map[string]bool
+	// capiTuning are the managers' rate limits and concurrency.
+	capiTuning capimanager.Tuning
 	// mgrOpts are the manager's options, with dev's listener defaults.
 	mgrOpts manager.Options
 	bound   *modules.Bound
@@ -189,6 +192,7 @@ func parseFlags(reg *modules.Registry, args []string, stderr io.Writer) (*comman
 		"Undo what a dev that did not stop cleanly (kill -9, a crash) left, then exit: the temporary state folders and processes of killed dev runs, and with --kubeconfig what dev installed in that cluster (webhook configurations, the ExtensionConfig, Cluster API's CRD conversion). A start does the same first.")
 	fs.Var(cliflag.NewMapStringBool(&fl.capiGates), "capi-feature-gates",
 		"Feature gates of Cluster API's managers, set over dev's defaults ("+capimanager.DefaultFeatureGates+"), e.g. InPlaceUpdates=false.")
+	bindTuningFlags(fs, &fl.capiTuning)
 	fs.IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of capi-monolith's controllers (logs go to <data dir>/logs).")
 	// The manager's and the modules' flags, into typed options for Start.
 	// Dev's listener defaults apply unless a flag says otherwise.
@@ -200,6 +204,11 @@ func parseFlags(reg *modules.Registry, args []string, stderr io.Writer) (*comman
 	fs.Lookup("diagnostics-address").DefValue = "0"
 	fs.Lookup("insecure-diagnostics").DefValue = "true"
 	fs.Lookup("webhook-host").DefValue = loopback
+	for _, name := range devOwnedManagerFlags {
+		if err := fs.MarkHidden(name); err != nil {
+			return nil, fmt.Errorf("failed to hide --%s: %w", name, err)
+		}
+	}
 	fl.bound = reg.BindFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: capi-monolith dev [flags]\n\nStarts a whole Cluster API management cluster: etcd, kube-apiserver, kube-controller-manager (garbage collector, namespace controller), Cluster API's core, kubeadm bootstrap and kubeadm control plane managers, and capi-monolith's modules.\n\nFlags:\n%s", fs.FlagUsages())
@@ -213,7 +222,38 @@ func parseFlags(reg *modules.Registry, args []string, stderr io.Writer) (*comman
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	var owned []string
+	for _, name := range devOwnedManagerFlags {
+		if fs.Changed(name) {
+			owned = append(owned, "--"+name)
+		}
+	}
+	if len(owned) > 0 {
+		return nil, fmt.Errorf("%s cannot be set: dev picks a free webhook port, serves it with its own certificate and runs one replica without leader election", strings.Join(owned, ", "))
+	}
 	return fl, nil
+}
+
+// devOwnedManagerFlags are the manager's flags dev sets itself
+// (setWebhookServer): they are hidden from dev's help and refused, rather
+// than accepted and silently overridden.
+var devOwnedManagerFlags = []string{"webhook-port", "webhook-cert-dir", "webhook-cert-name", "webhook-key-name", "leader-elect"}
+
+// bindTuningFlags binds the knobs Cluster API's book tunes its managers
+// with at scale; 0 keeps a manager's own default.
+func bindTuningFlags(fs *pflag.FlagSet, t *capimanager.Tuning) {
+	fs.Float32Var(&t.KubeAPIQPS, "capi-kube-api-qps", 0,
+		"--kube-api-qps of Cluster API's managers: their client's queries per second to the management cluster (0: theirs, 100).")
+	fs.IntVar(&t.KubeAPIBurst, "capi-kube-api-burst", 0,
+		"--kube-api-burst of Cluster API's managers (0: theirs, 200).")
+	fs.Float32Var(&t.ClusterCacheClientQPS, "capi-clustercache-client-qps", 0,
+		"--clustercache-client-qps of Cluster API's managers: each workload cluster client's queries per second (0: theirs, 20).")
+	fs.IntVar(&t.ClusterCacheClientBurst, "capi-clustercache-client-burst", 0,
+		"--clustercache-client-burst of Cluster API's managers (0: theirs, 30).")
+	fs.IntVar(&t.Concurrency, "capi-concurrency", 0,
+		"Sets every controller concurrency flag of Cluster API's managers (--machine-concurrency, --kubeadmcontrolplane-concurrency, ...) to this (0: theirs, 10 to 100 by controller).")
+	fs.DurationVar(&t.SyncPeriod, "capi-sync-period", 0,
+		"--sync-period of Cluster API's managers (0: theirs, 10m).")
 }
 
 // runOptions are what Start is given beyond the parsed flags.
@@ -232,6 +272,9 @@ func (fl *commandFlags) resolve() (runOptions, error) {
 	var err error
 	if run.featureGates, err = capimanager.FeatureGates(fl.capiGates); err != nil {
 		return runOptions{}, fmt.Errorf("invalid --capi-feature-gates: %w", err)
+	}
+	if err := fl.capiTuning.Validate(); err != nil {
+		return runOptions{}, err
 	}
 	if err := fl.mgrOpts.Validate(); err != nil {
 		return runOptions{}, err

@@ -28,7 +28,12 @@ func TestCommandRejectsBadFlagsBeforeStartingAnything(t *testing.T) {
 		{name: "a module flag is bound", args: []string{"--docker-unprivileged-nodes=maybe"}, wantErr: "docker-unprivileged-nodes"},
 		{name: "an unknown Cluster API feature gate is refused", args: []string{"--capi-feature-gates=NoSuchGate=true"}, wantErr: `invalid --capi-feature-gates: unknown Cluster API feature gate "NoSuchGate"`},
 		{name: "a feature gate without a boolean is refused", args: []string{"--capi-feature-gates=InPlaceUpdates"}, wantErr: "capi-feature-gates"},
+		{name: "a negative Cluster API client rate is refused", args: []string{"--capi-kube-api-qps=-5"}, wantErr: "--capi-kube-api-qps must not be negative"},
+		{name: "a Cluster API concurrency that is no number is refused", args: []string{"--capi-concurrency=many"}, wantErr: "capi-concurrency"},
 		{name: "a bad manager flag is refused", args: []string{"--sync-period=-1s"}, wantErr: "--sync-period must be positive"},
+		{name: "a webhook port is dev's to pick", args: []string{"--webhook-port=9443"}, wantErr: "--webhook-port cannot be set: dev picks a free webhook port"},
+		{name: "the webhook certificate and leader election are dev's", args: []string{"--webhook-cert-dir=/tmp/x", "--leader-elect"},
+			wantErr: "--webhook-cert-dir, --leader-elect cannot be set"},
 		{name: "a missing core binary names the make target", args: []string{"--quiet"},
 			env: map[string]string{"CAPI_CORE_MANAGER": "/nonexistent/manager"}, wantErr: "make capi-core"},
 		{name: "a missing kubeadm bootstrap binary names the make target", args: []string{"--quiet"},
@@ -57,6 +62,10 @@ func TestHelpListsDevAndManagerFlags(t *testing.T) {
 	g.Expect(command(context.Background(), testRegistry(t), []string{"--help"}, &stdout, &stderr, nil)).To(Succeed())
 	g.Expect(stderr.String()).To(ContainSubstring("--data-dir"))
 	g.Expect(stderr.String()).To(ContainSubstring("--enable-modules"))
+	g.Expect(stderr.String()).To(ContainSubstring("--webhook-host"))
+	for _, name := range devOwnedManagerFlags {
+		g.Expect(stderr.String()).NotTo(MatchRegexp(`(?m)^\s+--`+name+`\s`), "dev sets --%s itself", name)
+	}
 }
 
 // testRegistry is a registry of two modules: the binary's own list lives in

@@ -125,6 +125,10 @@ type Options struct {
 	// FeatureGates is the --feature-gates of Cluster API's managers (see
 	// capimanager.FeatureGates). Default: capimanager.DefaultFeatureGates.
 	FeatureGates string
+
+	// CAPITuning are Cluster API's managers' rate limits, concurrency and
+	// resync period. Zero fields keep the managers' own defaults.
+	CAPITuning capimanager.Tuning
 }
 
 // Environment is a running dev management cluster.

@@ -6,6 +6,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/dev/capimanager"
 	"github.com/capi-monolith/capi-monolith/dev/capimodule"
 	"github.com/capi-monolith/capi-monolith/dev/controlplane"
+	"github.com/capi-monolith/capi-monolith/dev/ports"
 	"github.com/capi-monolith/capi-monolith/dev/progress"
 	"github.com/capi-monolith/capi-monolith/dev/state"
 	"github.com/capi-monolith/capi-monolith/dev/toolcache"
@@ -62,6 +63,14 @@ func prepare(opts Options) (*plan, error) {
 		p.mgrOpts = *opts.Manager
 	}
 	if err := p.mgrOpts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.CAPITuning.Validate(); err != nil {
+		return nil, err
+	}
+	// The ports dev picks for its children must not be ones our manager
+	// will bind after they start.
+	if err := ports.Reserve(p.mgrOpts.HealthAddr, p.mgrOpts.Diagnostics.DiagnosticsAddress); err != nil {
 		return nil, err
 	}
 	p.enabled = withoutRegistration(opts.Modules)

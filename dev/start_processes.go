@@ -102,6 +102,7 @@ func (e *Environment) startCAPIManager(ctx context.Context, p *plan, i int, logs
 		Certs:                    e.Certs,
 		WebhookConfigurationName: webhookConfigurationPrefix + m.Name,
 		FeatureGates:             p.opts.FeatureGates,
+		ExtraArgs:                p.opts.CAPITuning.Args(m),
 		Restarts:                 managerRestarts,
 		Owner:                    e.owner,
 		OnStart:                  func(pid int) { e.record("capi-"+m.Name, pid) },

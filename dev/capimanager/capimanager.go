@@ -44,6 +44,9 @@ type Manager struct {
 	// Component is its folder in the pinned module, with its CRDs and
 	// webhook manifests.
 	Component capimodule.Component
+	// ConcurrencyFlags are its controllers' --<name> concurrency flags in
+	// the pinned release, which Tuning.Concurrency sets.
+	ConcurrencyFlags []string
 }
 
 // The managers dev runs, each built by `make <MakeTarget>` (hack/build-capi.sh)
@@ -53,16 +56,22 @@ var (
 		Name: "core", Component: capimodule.Core,
 		Binary: toolcache.Binary{Title: "Cluster API core manager", Folder: "capi-core", File: "manager",
 			EnvVar: "CAPI_CORE_MANAGER", MakeTarget: "capi-core"},
+		ConcurrencyFlags: []string{"cluster-concurrency", "clusterclass-concurrency", "clustercache-concurrency",
+			"clusterresourceset-concurrency", "clustertopology-concurrency", "extensionconfig-concurrency",
+			"machine-concurrency", "machinedeployment-concurrency", "machinehealthcheck-concurrency",
+			"machinepool-concurrency", "machineset-concurrency"},
 	}
 	KubeadmBootstrap = Manager{
 		Name: "kubeadm-bootstrap", Component: capimodule.KubeadmBootstrap,
 		Binary: toolcache.Binary{Title: "Cluster API kubeadm bootstrap manager", Folder: "capi-kubeadm-bootstrap", File: "manager",
 			EnvVar: "CAPI_KUBEADM_BOOTSTRAP_MANAGER", MakeTarget: "capi-kubeadm-bootstrap"},
+		ConcurrencyFlags: []string{"clustercache-concurrency", "kubeadmconfig-concurrency"},
 	}
 	KubeadmControlPlane = Manager{
 		Name: "kubeadm-control-plane", Component: capimodule.KubeadmControlPlane,
 		Binary: toolcache.Binary{Title: "Cluster API kubeadm control plane manager", Folder: "capi-kubeadm-control-plane", File: "manager",
 			EnvVar: "CAPI_KUBEADM_CONTROL_PLANE_MANAGER", MakeTarget: "capi-kubeadm-control-plane"},
+		ConcurrencyFlags: []string{"clustercache-concurrency", "kubeadmcontrolplane-concurrency"},
 	}
 )
 

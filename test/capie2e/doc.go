@@ -6,7 +6,9 @@
 // own, pinning sigs.k8s.io/cluster-api and .../api to v1.14.2 with replace
 // directives, so that the test module's dependencies never reach the
 // binary's. `make test` runs the specs labelled `short`; `make
-// test-capi-e2e` runs all of them (docs/conformance.md has the table).
+// test-capi-e2e` runs all of them but the one labelled `bench` (ScaleSpec at
+// a size from the environment), which `make bench-capi-scale` runs
+// (docs/conformance.md has the table).
 //
 // What the framework needs and dev lacks comes from our side:
 //   - the bootstrap cluster proxy is a `capi-monolith dev` the suite starts

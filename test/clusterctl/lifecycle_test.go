@@ -169,16 +169,26 @@ func TestInitUpgradeFromAnOlderMinorAndDelete(t *testing.T) {
 	// One provider per call, as `clusterctl delete --infrastructure
 	// monolith --include-crd` and so on: clusterctl lists every kind it
 	// discovered once per call, and a kind whose CRD the same call deleted
-	// fails its listing.
-	for _, opts := range []clusterctl.DeleteOptions{
-		{InfrastructureProviders: []string{bundle.ProviderName}},
-		{IPAMProviders: []string{bundle.ProviderName}},
-		{RuntimeExtensionProviders: []string{bundle.ProviderName}},
+	// fails its listing. For the same reason the next call waits until
+	// discovery no longer serves the kinds of the CRDs this one deleted.
+	for _, del := range []struct {
+		label string
+		opts  clusterctl.DeleteOptions
+	}{
+		{"infrastructure-monolith", clusterctl.DeleteOptions{InfrastructureProviders: []string{bundle.ProviderName}}},
+		{"ipam-monolith", clusterctl.DeleteOptions{IPAMProviders: []string{bundle.ProviderName}}},
+		{"runtime-extension-monolith", clusterctl.DeleteOptions{RuntimeExtensionProviders: []string{bundle.ProviderName}}},
 	} {
+		kinds, err := envtest.ProviderKinds(ctx, mgmt.Client, del.label)
+		g.Expect(err).NotTo(HaveOccurred())
+		opts := del.opts
 		opts.Kubeconfig, opts.IncludeCRDs, opts.IncludeNamespace = kubeconfig, true, true
 		c, err := clusterctl.New(ctx, configPath)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(c.Delete(ctx, opts)).To(Succeed())
+		g.Eventually(func() error {
+			return envtest.ProviderGone(ctx, mgmt.Config, mgmt.Client, del.label, kinds)
+		}, time.Minute).Should(Succeed())
 	}
 
 	// No manual step: every owner of the ExtensionConfig went with the

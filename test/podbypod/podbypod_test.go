@@ -385,16 +385,16 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 				g.Expect(ecs.Items).To(BeEmpty(), "the ExtensionConfig went with the runtime extension")
 			}, timeout).Should(Succeed())
 		}
+		kinds, err := envtest.ProviderKinds(ctx, c, del.label)
+		g.Expect(err).NotTo(HaveOccurred())
 		opts.Kubeconfig, opts.IncludeCRDs, opts.IncludeNamespace = kubeconfig, true, true
 		cc, err := clusterctl.New(ctx, configPath)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cc.Delete(ctx, opts)).To(Succeed(), "%+v", opts)
-		// The next call lists the kinds of every CRD there is: a CRD still
-		// terminating names a kind no longer served, and fails it.
-		g.Eventually(func(g Gomega) {
-			crds := &apiextensionsv1.CustomResourceDefinitionList{}
-			g.Expect(c.List(ctx, crds, crclient.MatchingLabels{providerLabel: del.label})).To(Succeed())
-			g.Expect(crds.Items).To(BeEmpty(), "the CRDs of %s are gone", del.label)
+		// The next call lists every kind discovery serves: one whose CRD
+		// is terminating, or gone but still served, fails it.
+		g.Eventually(func() error {
+			return envtest.ProviderGone(ctx, cp.config, c, del.label, kinds)
 		}, timeout).Should(Succeed())
 	}
 	// Nothing of ours is left (Cluster API core's cluster-wide RBAC is not

@@ -42,6 +42,9 @@ const defaultOut = "test/bench/results/ipam.md"
 // defaultSBSOut is the side-by-side mode's results file.
 const defaultSBSOut = "test/bench/results/ipam-sbs.md"
 
+// defaultRestartOut is the side-by-side mode's results file with -restart.
+const defaultRestartOut = "test/bench/results/ipam-restart.md"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ipam:", err)
@@ -79,6 +82,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.apiServerHeap, "apiserver-heap", "", "Write kube-apiserver's heap profile, taken after the last run, to this file.")
 	fs.StringVar(&o.peerSource, "peer-source", "", "Side-by-side mode: the in-cluster IPAM provider's source, a git directory (its HEAD is built) or a folder, built in a scratch folder and run as a process beside the capi-monolith binary.")
 	fs.IntVar(&o.sbs.Marginal, "marginal", 1000, "Side-by-side mode: claims made, once N are fulfilled, into the pool then holding N addresses; 0 skips them.")
+	fs.BoolVar(&o.sbs.Restart, "restart", false, "Side-by-side mode: after the N (and marginal) claims, restart each side's process with them bound (a new claim made at once), then stop it, make N more claims and start it again to take them over.")
+	var sides string
+	fs.StringVar(&sides, "sides", sideOurs+","+sidePeer, "Side-by-side mode: the sides run, comma-separated.")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,8 +96,10 @@ func parseFlags(args []string) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.peerSource == "" {
-		if set["marginal"] {
-			return o, errors.New("-marginal applies to the side-by-side mode only (-peer-source)")
+		for _, name := range []string{"marginal", "restart", "sides"} {
+			if set[name] {
+				return o, fmt.Errorf("-%s applies to the side-by-side mode only (-peer-source)", name)
+			}
 		}
 		return o, o.cfg.Validate()
 	}
@@ -101,6 +109,7 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("-%s does not apply to the side-by-side mode: each side runs with its own defaults", name)
 		}
 	}
+	o.sbs.Sides = strings.Split(sides, ",")
 	o.sbs.Sizes, o.sbs.Runs, o.sbs.RawObjects = o.cfg.Sizes, o.cfg.Runs, o.cfg.RawObjects
 	o.sbs.CreateWorkers, o.sbs.Warmup, o.sbs.RunTimeout = o.cfg.CreateWorkers, o.cfg.Warmup, o.cfg.RunTimeout
 	if !set["n"] {
@@ -111,6 +120,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if !set["out"] {
 		o.out = defaultSBSOut
+		if o.sbs.Restart {
+			o.out = defaultRestartOut
+		}
 	}
 	return o, o.sbs.Validate()
 }

@@ -127,11 +127,13 @@ func peerArgs(namespace string) []string {
 
 // startPeer runs the peer's manager against cfg, with its webhook server
 // serving a certificate made here (the apiserver is not told to call it,
-// as for ours), and waits for its /readyz.
-func startPeer(ctx context.Context, bin string, cfg *rest.Config, dir string, args []string) (*process.Process, error) {
+// as for ours), and waits for its /readyz. With a token its diagnostics
+// endpoint (Cluster API's --diagnostics-address, secured as ours) serves
+// its metrics; without, it is off.
+func startPeer(ctx context.Context, bin string, cfg *rest.Config, dir string, args []string, token string) (*process.Process, error) {
 	return process.Start(ctx, process.Options{
 		Name: "the peer", Binary: bin, Config: cfg, Dir: dir, Args: args,
-		HealthFlag: "--health-probe-bind-address", NoDiagnostics: true,
+		HealthFlag: "--health-probe-bind-address", NoDiagnostics: token == "", DiagnosticsToken: token,
 	})
 }
 

@@ -56,6 +56,32 @@ type SBSConfig struct {
 	// Warmup is the N of one discarded run per side; 0 means none.
 	Warmup     int
 	RunTimeout time.Duration
+	// Restart adds, after the N claims (and the marginal ones), a restart
+	// of the side's process with them bound and then a take-over of N
+	// claims created while none runs (see Restart and TakeOver).
+	Restart bool
+	// Sides are the sides run, of sideOurs and sidePeer; empty means both.
+	Sides []string
+}
+
+// claimsOf is how many claims one run of n makes in its pool.
+func (c SBSConfig) claimsOf(n int) int {
+	if c.Restart {
+		return 2*n + c.Marginal + 1
+	}
+	return n + c.Marginal
+}
+
+func (c SBSConfig) runs(side string) bool {
+	if len(c.Sides) == 0 {
+		return true
+	}
+	for _, s := range c.Sides {
+		if s == side {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate reports settings that cannot give figures.
@@ -65,12 +91,17 @@ func (c SBSConfig) Validate() error {
 		errs = append(errs, errors.New("no size N given"))
 	}
 	for _, n := range c.Sizes {
-		if n < 1 || n+c.Marginal > 60000 {
-			errs = append(errs, fmt.Errorf("N plus the marginal claims must be between 1 and 60000 (a /16 pool), got %d+%d", n, c.Marginal))
+		if n < 1 || c.claimsOf(n) > 60000 {
+			errs = append(errs, fmt.Errorf("the claims of a run (N, the marginal ones, and with -restart N more and one) must be between 1 and 60000 (a /16 pool), got %d for N=%d", c.claimsOf(n), n))
 		}
 	}
 	if c.Runs < 1 || c.CreateWorkers < 1 || c.RunTimeout <= 0 || c.Marginal < 0 || c.Warmup < 0 {
 		errs = append(errs, errors.New("runs, create workers and run timeout must be positive, marginal and warm-up not negative"))
+	}
+	for _, side := range c.Sides {
+		if side != sideOurs && side != sidePeer {
+			errs = append(errs, fmt.Errorf("unknown side %q: want %s or %s", side, sideOurs, sidePeer))
+		}
 	}
 	if c.RawObjects < 1 || c.RawObjects > 60000 {
 		errs = append(errs, fmt.Errorf("the raw object count must be between 1 and 60000, got %d", c.RawObjects))
@@ -106,6 +137,8 @@ type SBSRun struct {
 	RawUnthrottled    float64
 	Empty             Phase
 	Marginal          *Phase
+	Restart           *Restart
+	TakeOver          *TakeOver
 	Addresses         int
 	Duplicates        int
 	LoadAverage       string
@@ -138,7 +171,7 @@ func (r *SBSResults) Problems() []string {
 type sbsSide struct {
 	name, comm string
 	poolRef    ipamv1.IPPoolReference
-	start      func(ctx context.Context, ns, dir string) (stop func() error, err error)
+	start      func(ctx context.Context, ns, dir string) (*process.Process, error)
 	newPool    func(ns string) client.Object
 	poolReady  func(obj client.Object) bool
 }
@@ -158,18 +191,27 @@ func MeasureSideBySide(ctx context.Context, env *envtest.Environment, cfg SBSCon
 		return nil, fmt.Errorf("failed to create the scratch folder: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	progress("building the in-cluster IPAM provider from %s in %s", src.Path, scratch)
-	peerBin, err := buildPeer(ctx, src, scratch)
-	if err != nil {
-		return nil, err
-	}
-	if err := installPeerCRDs(env.Config, scratch); err != nil {
-		return nil, err
+	peerBin := ""
+	if cfg.runs(sidePeer) {
+		progress("building the in-cluster IPAM provider from %s in %s", src.Path, scratch)
+		if peerBin, err = buildPeer(ctx, src, scratch); err != nil {
+			return nil, err
+		}
+		if err := installPeerCRDs(env.Config, scratch); err != nil {
+			return nil, err
+		}
 	}
 	progress("building capi-monolith")
 	ourBin, err := process.Build(ctx, scratch)
 	if err != nil {
 		return nil, err
+	}
+	// The restart reads each process's controller metrics.
+	token := ""
+	if cfg.Restart {
+		if token, err = process.GrantDiagnostics(ctx, env.Config); err != nil {
+			return nil, err
+		}
 	}
 	b, err := NewBench(env, Config{
 		Sizes: cfg.Sizes, Runs: cfg.Runs, Rate: harness.Rate{QPS: 1, Burst: 1}, Concurrency: 1,
@@ -187,12 +229,8 @@ func MeasureSideBySide(ctx context.Context, env *envtest.Environment, cfg SBSCon
 		{
 			name: sideOurs, comm: "capi-monolith",
 			poolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MonolithIPPoolKind, Name: poolName},
-			start: func(ctx context.Context, ns, dir string) (func() error, error) {
-				p, err := process.Start(ctx, process.Options{Binary: ourBin, Config: env.Config, Dir: dir, Args: ourArgs(ns)})
-				if err != nil {
-					return nil, err
-				}
-				return p.Stop, nil
+			start: func(ctx context.Context, ns, dir string) (*process.Process, error) {
+				return process.Start(ctx, process.Options{Binary: ourBin, Config: env.Config, Dir: dir, Args: ourArgs(ns), DiagnosticsToken: token})
 			},
 			newPool: func(ns string) client.Object {
 				return &v1alpha1.MonolithIPPool{
@@ -207,12 +245,8 @@ func MeasureSideBySide(ctx context.Context, env *envtest.Environment, cfg SBSCon
 		{
 			name: sidePeer, comm: peerBinaryName,
 			poolRef: ipamv1.IPPoolReference{APIGroup: peerPoolGVK.Group, Kind: peerPoolGVK.Kind, Name: poolName},
-			start: func(ctx context.Context, ns, dir string) (func() error, error) {
-				p, err := startPeer(ctx, peerBin, env.Config, dir, peerArgs(ns))
-				if err != nil {
-					return nil, err
-				}
-				return p.Stop, nil
+			start: func(ctx context.Context, ns, dir string) (*process.Process, error) {
+				return startPeer(ctx, peerBin, env.Config, dir, peerArgs(ns), token)
 			},
 			newPool: func(ns string) client.Object { return newPeerPool(ns) },
 			poolReady: func(obj client.Object) bool {
@@ -222,24 +256,34 @@ func MeasureSideBySide(ctx context.Context, env *envtest.Environment, cfg SBSCon
 			},
 		},
 	}
-	one := func(side sbsSide, n, marginal int) (SBSRun, error) {
+	var chosen []sbsSide
+	for _, side := range sides {
+		if cfg.runs(side.name) {
+			chosen = append(chosen, side)
+		}
+	}
+	sides = chosen
+	one := func(side sbsSide, n, marginal int, restart, last bool) (SBSRun, error) {
 		runDir++
-		return b.sbsRun(ctx, side, n, marginal, filepath.Join(scratch, fmt.Sprintf("run-%d-%s", runDir, side.name)), progress)
+		return b.sbsRun(ctx, side, n, marginal, restart, !last, filepath.Join(scratch, fmt.Sprintf("run-%d-%s", runDir, side.name)), progress)
 	}
 	if cfg.Warmup > 0 {
 		for _, side := range sides {
 			progress("warm-up: %s, N=%d", side.name, cfg.Warmup)
-			if _, err := one(side, cfg.Warmup, 0); err != nil {
+			if _, err := one(side, cfg.Warmup, 0, false, false); err != nil {
 				return r, fmt.Errorf("the warm-up run of %s failed: %w", side.name, err)
 			}
 		}
 	}
 	r.LoadBefore = harness.LoadAverage()
-	for _, n := range cfg.Sizes {
+	for si, n := range cfg.Sizes {
 		for i := range cfg.Runs {
-			for _, side := range sides {
+			for sj, side := range sides {
+				// The apiserver stops after the last run: deleting its
+				// objects first would only take minutes at 20,000 claims.
+				last := si == len(cfg.Sizes)-1 && i == cfg.Runs-1 && sj == len(sides)-1
 				progress("N=%d: run %d/%d of %s (load average %s)", n, i+1, cfg.Runs, side.name, harness.LoadAverage())
-				run, err := one(side, n, cfg.Marginal)
+				run, err := one(side, n, cfg.Marginal, cfg.Restart, last)
 				if err != nil {
 					return r, fmt.Errorf("run %d/%d of %s with N=%d failed: %w", i+1, cfg.Runs, side.name, n, err)
 				}
@@ -252,8 +296,10 @@ func MeasureSideBySide(ctx context.Context, env *envtest.Environment, cfg SBSCon
 }
 
 // sbsRun measures (a′), then n claims from an empty pool and marginal more
-// claims into it, with side's provider running as a process in dir.
-func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, dir string, progress func(string, ...any)) (SBSRun, error) {
+// claims into it, with side's provider running as a process in dir; with
+// restart, then a restart with those claims bound and a take-over of n
+// claims made while the side was stopped.
+func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, restart, cleanup bool, dir string, progress func(string, ...any)) (SBSRun, error) {
 	res := SBSRun{Side: side.name, N: n}
 	ctx, cancel := context.WithTimeoutCause(ctx, b.cfg.RunTimeout, fmt.Errorf("the run of %s with N=%d took longer than %s", side.name, n, b.cfg.RunTimeout))
 	defer cancel()
@@ -273,14 +319,13 @@ func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, dir s
 	if err != nil {
 		return res, err
 	}
-	stop, err := side.start(ctx, ns.Name, dir)
+	proc, err := side.start(ctx, ns.Name, dir)
 	if err != nil {
 		return res, err
 	}
-	stopped := false
 	defer func() {
-		if !stopped {
-			_ = stop()
+		if proc != nil {
+			_ = proc.Stop()
 		}
 	}()
 	pool := side.newPool(ns.Name)
@@ -309,12 +354,32 @@ func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, dir s
 		res.Marginal = &m
 		progress("%s N=%d: %.1f claims/s for %d more", side.name, n, m.Rate, marginal)
 	}
+	want := n + marginal
+	if restart {
+		r, p, err := b.restart(ctx, side, ns.Name, dir, want, proc)
+		proc = p
+		if err != nil {
+			return res, fmt.Errorf("the restart of %s: %w", side.name, err)
+		}
+		res.Restart = &r
+		progress("%s restart with %d bound: ready after %s, a new claim fulfilled after %s, backlog done after %s%s; %.0f writes (load average %s)",
+			side.name, want, r.Ready, r.NewClaim, r.Backlog, r.BacklogProblem, r.Writes, r.LoadAverage)
+		want++
+		t, p, err := b.takeOver(ctx, side, ns.Name, dir, n, want, proc)
+		proc = p
+		if err != nil {
+			return res, fmt.Errorf("the take-over of %s: %w", side.name, err)
+		}
+		res.TakeOver = &t
+		progress("%s take-over of %d: all fulfilled after %s, %.2f writes/claim (load average %s)", side.name, n, t.Wall, t.Writes, t.LoadAverage)
+		want += n
+	}
 	res.LoadAverage = harness.LoadAverage()
-	stopped = true
-	if err := stop(); err != nil {
+	p := proc
+	proc = nil
+	if err := p.Stop(); err != nil {
 		return res, fmt.Errorf("%s failed: %w", side.name, err)
 	}
-	want := n + marginal
 	distinct, err := b.countAddresses(ctx, ns.Name, &res)
 	if err != nil {
 		return res, err
@@ -323,11 +388,16 @@ func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, dir s
 	if res.Addresses != want || distinct != want {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d IPAddresses, %d distinct addresses for %d claims", res.Addresses, distinct, want))
 	}
+	if !cleanup {
+		return res, nil
+	}
 	if err := b.cleanup(ctx, ns.Name); err != nil {
 		return res, err
 	}
-	if err := b.deletePeerPools(ctx, ns.Name); err != nil {
-		return res, err
+	if side.name == sidePeer {
+		if err := b.deletePeerPools(ctx, ns.Name); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

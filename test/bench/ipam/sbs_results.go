@@ -103,6 +103,43 @@ func (r *SBSResults) runs() *report.Table {
 	return t
 }
 
+// restarts lists the restart and take-over of every run that made them.
+func (r *SBSResults) restarts() *report.Table {
+	t := &report.Table{Columns: []string{
+		"run", "side", "bound claims", "restart: /readyz s", "new claim fulfilled s", "backlog reconciled s",
+		"writes", "controller CPU s", "kube-apiserver CPU s", "load average",
+		"take-over: claims", "into a pool holding", "/readyz s", "all fulfilled s", "claims/s", "writes/claim",
+		"controller CPU ms/claim", "kube-apiserver CPU ms/claim", "load average",
+	}}
+	for i, run := range r.Runs {
+		rs, to := run.Restart, run.TakeOver
+		if rs == nil || to == nil {
+			continue
+		}
+		backlog := seconds(rs.Backlog)
+		if rs.BacklogProblem != "" {
+			backlog = "not measured: " + rs.BacklogProblem
+		}
+		perClaim := func(d time.Duration) string {
+			return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(to.Claims))
+		}
+		t.Add(strconv.Itoa(i+1), run.Side, strconv.Itoa(rs.Bound), seconds(rs.Ready), seconds(rs.NewClaim), backlog,
+			fmt.Sprintf("%.0f", rs.Writes), seconds(rs.ControllerCPU), seconds(rs.APIServerCPU), rs.LoadAverage,
+			strconv.Itoa(to.Claims), strconv.Itoa(to.Fill), seconds(to.Ready), seconds(to.Wall), fmt.Sprintf("%.1f", to.Rate()),
+			fmt.Sprintf("%.2f", to.Writes), perClaim(to.ControllerCPU), perClaim(to.APIServerCPU), to.LoadAverage)
+	}
+	return t
+}
+
+func (r *SBSResults) hasRestarts() bool {
+	for _, run := range r.Runs {
+		if run.Restart != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *SBSResults) settings() [][2]string {
 	c, m := r.Config, r.Machine
 	warmup := "none"
@@ -112,6 +149,10 @@ func (r *SBSResults) settings() [][2]string {
 	marginal := "not measured (-marginal 0)"
 	if c.Marginal > 0 {
 		marginal = fmt.Sprintf("after the N claims are all fulfilled, %d more claims into the same pool (then holding N addresses), timed alone", c.Marginal)
+	}
+	restart := "not measured (no -restart)"
+	if c.Restart {
+		restart = "after the N (and marginal) claims are fulfilled the side's process gets SIGTERM and, once it has exited, a fresh one starts (times from its exec): /readyz = its readiness endpoint answers 200; new claim = one claim created as soon as /readyz answered has status.addressRef; backlog = its ipaddressclaim controller has made at least (bound claims + 1) reconciles (controller_runtime_reconcile_total) and its workqueue_depth is 0, read every 200 ms from its metrics; writes = every write to the ipam.cluster.x-k8s.io group from its start to the end of the later of those, the new claim's own writes included (about 3 for ours), the feed's create not. Take-over: the process is stopped again, N claims are created while none runs, then a fresh process starts; all fulfilled = a watch has seen every one of them with status.addressRef"
 	}
 	return [][2]string{
 		{"date", m.Date.Format(time.RFC3339)},
@@ -131,6 +172,8 @@ func (r *SBSResults) settings() [][2]string {
 		{"writes/claim", "kube-apiserver's apiserver_request_total for POST, PUT, PATCH, DELETE and APPLY in the ipam.cluster.x-k8s.io group over the phase, less the feeding client's creates, per claim"},
 		{"runs", fmt.Sprintf("median of %d runs per side and size, (min–max)", c.Runs)},
 		{"warm-up", warmup},
+		{"restart", restart},
+		{"sides", strings.Join(c.Sides, ", ")},
 	}
 }
 
@@ -147,6 +190,12 @@ func (r *SBSResults) WriteText(w io.Writer) error {
 	b.WriteString("\nRuns, in the order made\n")
 	if err := r.runs().WriteText(&b); err != nil {
 		return err
+	}
+	if r.hasRestarts() {
+		b.WriteString("\nRestart and take-over, in the order made\n")
+		if err := r.restarts().WriteText(&b); err != nil {
+			return err
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("failed to write the results: %w", err)
@@ -169,6 +218,12 @@ func (r *SBSResults) WriteMarkdown(w io.Writer, command string) error {
 	b.WriteString("\n## Runs, in the order made\n\n")
 	if err := r.runs().WriteMarkdown(&b); err != nil {
 		return err
+	}
+	if r.hasRestarts() {
+		b.WriteString("\n## Restart and take-over, in the order made\n\n")
+		if err := r.restarts().WriteMarkdown(&b); err != nil {
+			return err
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("failed to write the results: %w", err)

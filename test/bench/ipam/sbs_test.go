@@ -86,3 +86,38 @@ func TestSideBySideResultsPutThePeerBesideUs(t *testing.T) {
 	g.Expect(r.WriteText(&text)).To(Succeed())
 	g.Expect(text.String()).To(ContainSubstring("in-cluster"))
 }
+
+func TestRestartFlagWritesItsOwnFileAndCountsTheClaimsItAdds(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags([]string{"-peer-source", "/x", "-restart", "-sides", sideOurs, "-n", "20000", "-marginal", "0"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.out).To(Equal(defaultRestartOut))
+	g.Expect(o.sbs.Sides).To(Equal([]string{sideOurs}))
+	g.Expect(o.sbs.runs(sidePeer)).To(BeFalse())
+	for _, args := range [][]string{
+		{"-peer-source", "/x", "-restart", "-n", "30000"}, // 2N + 1,000 + 1 claims: more than a /16 holds
+		{"-peer-source", "/x", "-sides", "mine"},
+		{"-restart"}, // without -peer-source
+	} {
+		_, err := parseFlags(args)
+		g.Expect(err).To(HaveOccurred(), "%v", args)
+	}
+}
+
+func TestRestartResultsListTheRestartAndTheTakeOver(t *testing.T) {
+	g := NewWithT(t)
+	r := &SBSResults{
+		Config: SBSConfig{Sizes: []int{1000}, Runs: 1, RawObjects: 2000, CreateWorkers: 16, Restart: true},
+		Runs: []SBSRun{{
+			Side: sideOurs, N: 1000, RawUnthrottled: 400, Addresses: 2001,
+			Empty:    Phase{Claims: 1000, Rate: 40, Wall: 25 * time.Second},
+			Restart:  &Restart{Bound: 1000, Ready: time.Second, NewClaim: 2 * time.Second, Backlog: 3 * time.Second, Writes: 4},
+			TakeOver: &TakeOver{Claims: 1000, Fill: 1001, Wall: 20 * time.Second, Writes: 4},
+		}},
+	}
+	var md strings.Builder
+	g.Expect(r.WriteMarkdown(&md, "go run ./test/bench/ipam -restart")).To(Succeed())
+	g.Expect(md.String()).To(ContainSubstring("## Restart and take-over"))
+	g.Expect(md.String()).To(ContainSubstring("| 1 | capi-monolith | 1000 | 1.00 | 2.00 | 3.00 | 4 |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1000 | 1001 | 0.00 | 20.00 | 50.0 | 4.00 |"))
+}

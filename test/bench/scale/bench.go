@@ -52,8 +52,12 @@ type Result struct {
 	// provisioned; Others are kube-apiserver's and etcd's.
 	CPU    time.Duration
 	Others harness.CPUTimes
-	// Requests are the process's API requests in that time, by method.
-	Requests map[string]float64
+	// Requests are the process's API requests in that time, by method
+	// (its rest_client_requests_total); RequestCodes by method and code.
+	Requests, RequestCodes map[string]float64
+	// Served are the process's requests in that time as kube-apiserver
+	// counted them (apiserver_request_total), by verb, resource and code.
+	Served map[harness.APIRequest]float64
 }
 
 // TotalRequests sums Requests.
@@ -75,9 +79,10 @@ func (r Result) PerMachine(d time.Duration) float64 {
 // unthrottled client, then everything deleted again.
 func Measure(ctx context.Context, b *process.Bench, cfg Config, n int, runName string, profile bool) (res Result, retErr error) {
 	res.N = n
+	own := harness.NewRequests()
 	run, err := infrarun.Start(ctx, infrarun.Options{Env: b.Env, Binary: b.Binary, Dir: filepath.Join(b.Dir, runName), Token: b.Token,
 		Machines: n, MachinesPerCluster: cfg.MachinesPerCluster, ClustersPerNamespace: cfg.ClustersPerNamespace, NamePrefix: "scale-",
-		QPS: cfg.QPS, Timeout: cfg.Timeout})
+		QPS: cfg.QPS, Timeout: cfg.Timeout, Requests: own})
 	if err != nil {
 		return res, err
 	}
@@ -85,8 +90,13 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, n int, runName s
 	p := run.Process
 	before, err := run.Usage(ctx)
 	if err != nil {
+		return res, fmt.Errorf("%w; the process's log:\n%s", err, p.Log())
+	}
+	servedBefore, err := harness.APIServerRequests(ctx, b.Env.Config)
+	if err != nil {
 		return res, err
 	}
+	own.Reset()
 
 	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -117,10 +127,22 @@ func Measure(ctx context.Context, b *process.Bench, cfg Config, n int, runName s
 	res.Took = tl.Elapsed(n)
 	after, err := run.Usage(ctx)
 	if err != nil {
+		return res, fmt.Errorf("%w; the process's log:\n%s", err, p.Log())
+	}
+	ownSnapshot := own.Snapshot()
+	servedAfter, err := harness.APIServerRequests(ctx, b.Env.Config)
+	if err != nil {
 		return res, err
 	}
+	served := map[harness.APIRequest]float64{}
+	for k, v := range servedAfter {
+		if d := v - servedBefore[k]; d > 0 {
+			served[k] = d
+		}
+	}
+	res.Served = processRequests(served, ownSnapshot)
 	used := after.Since(before)
-	res.CPU, res.Others, res.Peak, res.Requests = used.CPU, used.Others, used.Peak, used.Requests
+	res.CPU, res.Others, res.Peak, res.Requests, res.RequestCodes = used.CPU, used.Others, used.Peak, used.Requests, used.RequestCodes
 	delete(res.Others, harness.Self)
 	if err := <-profiled; err != nil {
 		return res, err

@@ -10,6 +10,8 @@ import (
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 	"github.com/capi-monolith/capi-monolith/test/envtest"
 )
 
@@ -35,6 +37,12 @@ func TestSmoke(t *testing.T) {
 		g.Expect(r.Peak).To(BeNumerically(">", 1<<20))
 		// At least the spec and status of each machine are written.
 		g.Expect(r.Requests["PATCH"]).To(BeNumerically(">=", r.N))
+		// kube-apiserver saw the same status patches, once the benchmark's
+		// own requests are left out.
+		g.Expect(r.Served).To(HaveKeyWithValue(harness.APIRequest{Verb: "PATCH", Resource: "monolithmachines/status",
+			Group: infrav1.GroupVersion.Group, Code: "200"}, BeNumerically(">=", r.N)))
+		g.Expect(r.Served).NotTo(HaveKey(And(HaveField("Verb", "POST"), HaveField("Resource", "monolithmachines"))),
+			"the benchmark's creates are its own")
 	}
 	g.Expect(all.Profile).To(ContainSubstring("flat"), "pprof read the profile from the diagnostics endpoint")
 

@@ -108,7 +108,7 @@ func RunsTable(all Results) *report.Table {
 }
 
 func writeText(w io.Writer, cfg Config, all Results) error {
-	for _, t := range []*report.Table{FiguresTable(cfg, all), TargetTable(cfg, all)} {
+	for _, t := range []*report.Table{FiguresTable(cfg, all), TargetTable(cfg, all), BreakdownTable(all)} {
 		fmt.Fprintln(w)
 		if err := t.WriteText(w); err != nil {
 			return err
@@ -122,7 +122,8 @@ func writeText(w io.Writer, cfg Config, all Results) error {
 
 func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, all Results) error {
 	fmt.Fprintf(w, "# Scale benchmark results\n\n")
-	fmt.Fprintf(w, "Made by `go run ./test/bench/scale -n %s -runs %d`. Do not edit: run it again.\n\n", (*harness.Ints)(&cfg.Sizes).String(), cfg.Runs)
+	fmt.Fprintf(w, "Made by `go run ./test/bench/scale -n %s -runs %d -warmup %d -profile-seconds %d`. Do not edit: run it again.\n\n",
+		(*harness.Ints)(&cfg.Sizes).String(), cfg.Runs, cfg.WarmUp, cfg.ProfileSeconds)
 	s := &report.Table{Columns: []string{"setting", "value"}}
 	s.Add("date", m.Date.Format(time.RFC3339))
 	s.Add("machine", fmt.Sprintf("%s, %d CPUs (nproc)", m.Arch, m.CPUs))
@@ -137,7 +138,9 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, all Results) erro
 		"after the process has reconciled the clusters and is idle; provisioned = a watch sees status.initialization.provisioned and Ready=True")
 	s.Add("CPU and memory", "user+system CPU of the process from /proc/<pid>/stat over the measured time; peak RSS is its VmHWM (process started for the run); "+
 		"kube-apiserver and etcd are separate processes, reported apart")
-	s.Add("API requests", "growth of the process's rest_client_requests_total over the measured time")
+	s.Add("API requests", "growth of the process's rest_client_requests_total over the measured time; "+
+		"broken down by verb, resource and code: growth of kube-apiserver's apiserver_request_total over the same time, "+
+		"less the benchmark's own requests (its creates, list and watch of MonolithMachines, counted by its client, and its reads of /metrics)")
 	s.Add("runs", fmt.Sprintf("%d per size, median (min–max); one discarded warm-up run of %d machines first; each run's objects are deleted through the provider afterwards", cfg.Runs, cfg.WarmUp))
 	s.Add("randomness", "none: names are deterministic, namespace suffixes are the apiserver's")
 	if err := s.WriteMarkdown(w); err != nil {
@@ -150,6 +153,7 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, all Results) erro
 		{"Figures: median (min–max)", FiguresTable(cfg, all)},
 		{"Target: cost per machine stays flat", TargetTable(cfg, all)},
 		{"Runs", RunsTable(all)},
+		{"The process's API requests by verb, resource and code", BreakdownTable(all)},
 	} {
 		fmt.Fprintf(w, "\n## %s\n\n", sec.title)
 		if err := sec.t.WriteMarkdown(w); err != nil {

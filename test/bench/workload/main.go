@@ -144,8 +144,10 @@ type Run struct {
 	// State is the persistence phase's figures (-addon-objects > 0).
 	State *StateResult
 	// HeapTop is where capi-monolith's heap in use went once every machine
-	// ran (-heap-profile).
+	// ran (-heap-profile), and Runtime the Go runtime's memory figures
+	// before the clusters and then.
 	HeapTop string
+	Runtime *[2]runtimeMemory
 }
 
 // runOnce builds the binary unless given, starts dev, measures and stops
@@ -179,11 +181,18 @@ func runOnce(ctx context.Context, cfg Config, binary, heapProfile string, log io
 		return run, err
 	}
 	run.LoadBefore = harness.LoadAverage()
+	if profiler != nil {
+		if err := profiler.begin(ctx, dev); err != nil {
+			return run, errors.Join(err, dev.Stop())
+		}
+	}
 	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", run.LoadBefore, cfg.Clusters, cfg.Workers)
 	run.Result, err = Measure(ctx, dev, cfg, log)
 	run.LoadAfter = harness.LoadAverage()
 	if err == nil && profiler != nil {
-		if run.HeapTop, err = profiler.save(ctx, dev, binary); err == nil {
+		var after runtimeMemory
+		if run.HeapTop, after, err = profiler.save(ctx, binary); err == nil {
+			run.Runtime = &[2]runtimeMemory{profiler.before, after}
 			fmt.Fprintf(log, "  heap profile written to %s; heap in use:\n%s\n", heapProfile, run.HeapTop)
 		}
 	}

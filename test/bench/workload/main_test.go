@@ -44,6 +44,9 @@ func TestSmoke(t *testing.T) {
 	}
 
 	g.Expect(r.HeapTop).To(ContainSubstring("flat"), "pprof read the heap profile from dev's diagnostics endpoint")
+	g.Expect(r.Runtime).NotTo(BeNil())
+	g.Expect(r.Runtime[1].Goroutines).To(BeNumerically(">", r.Runtime[0].Goroutines), "each cluster serves its workload API on goroutines of its own")
+	g.Expect(r.Runtime[1].Stacks).To(BeNumerically(">", 0))
 	g.Expect(heap).To(BeARegularFile())
 
 	g.Expect(r.State).NotTo(BeNil(), "the persistence phase ran")

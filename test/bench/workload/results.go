@@ -93,6 +93,12 @@ func writeText(w io.Writer, cfg Config, r Run) error {
 	if err := perProcess(r).WriteText(w); err != nil {
 		return err
 	}
+	if r.Runtime != nil {
+		fmt.Fprintln(w)
+		if err := runtimeTable(r.Runtime[0], r.Runtime[1], r.Clusters).WriteText(w); err != nil {
+			return err
+		}
+	}
 	if r.HeapTop != "" {
 		fmt.Fprintf(w, "\n## capi-monolith's heap in use once every machine ran (-heap-profile, pprof -top, inuse_space)\n\n```\n%s\n```\n", r.HeapTop)
 	}
@@ -132,6 +138,13 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 		for _, line := range r.Stuck {
 			fmt.Fprintf(w, "- %s\n", line)
 		}
+	}
+	if r.Runtime != nil {
+		fmt.Fprintf(w, "\n## Where capi-monolith's memory is (`-heap-profile`)\n\nThe Go runtime's gauges from the process's /metrics, read when dev was ready and once every machine ran (after the profile's settle); heap in use counts garbage not yet collected, stacks are not in a heap profile.\n\n")
+		if err := runtimeTable(r.Runtime[0], r.Runtime[1], r.Clusters).WriteMarkdown(w); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nHeap in use once every machine ran (pprof -top, inuse_space):\n\n```\n%s\n```\n", r.HeapTop)
 	}
 	if r.State == nil {
 		return nil

@@ -133,6 +133,13 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope, b backend
 			return bootstrap.Data(ctx, r.Client, mm.Namespace, secretName)
 		}
 		res.workloadNode, err = registerNode(ctx, registrar, spec, node, data)
+		if res.workloadNode != nil && res.workloadNode.Done {
+			// Recorded now, as the Docker path does: left to the condition
+			// alone, the next reconcile (the one this status patch
+			// triggers) read it into the field with adoptLegacyConditions
+			// and spent a status patch of its own on every machine.
+			mm.Status.WorkloadNode.ProviderIDSet = ptr.To(true)
+		}
 		return ctrl.Result{}, err
 	}
 	return r.reconcileWorkloadNode(ctx, s, node)

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
@@ -55,7 +56,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 		writeError(w, apierrors.NewInternalError(errNoFlush))
 		return
 	}
-	wi, err := req.store.Watch(req.res.storeResource(), req.namespace, opts)
+	st, err := req.store.OpenStream(req.res.storeResource(), req.namespace, opts)
 	if err != nil && !apierrors.IsResourceExpired(err) {
 		writeLimitError(w, err)
 		return
@@ -71,28 +72,20 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, req *request) {
 		flusher.Flush()
 		return
 	}
-	defer wi.Stop()
 	flusher.Flush()
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// The events are written on this goroutine, the request's: a watch
+	// costs no other (a cluster's clients hold a few open at all times).
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
 	shape := responseShape(r)
-	for {
-		select {
-		case e, ok := <-wi.ResultChan():
-			if !ok {
-				return
-			}
-			if err := enc.Encode(map[string]any{"type": string(e.Type), "object": eventObject(req.res, shape, e)}); err != nil {
-				return
-			}
-			flusher.Flush()
-		case <-r.Context().Done():
-			return
-		case <-timer.C:
-			return
+	st.Run(ctx, func(e watch.Event) error {
+		if err := enc.Encode(map[string]any{"type": string(e.Type), "object": eventObject(req.res, shape, e)}); err != nil {
+			return err
 		}
-	}
+		flusher.Flush()
+		return nil
+	})
 }
 
 // eventObject is the event's object in the shape the client asked for.

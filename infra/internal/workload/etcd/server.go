@@ -64,7 +64,7 @@ type Server struct {
 	mu sync.Mutex
 
 	certsMu sync.Mutex
-	certs   map[string]*tls.Certificate // by pod name and IP
+	certs   map[string]*servingCert // by pod name and IP
 }
 
 // New starts a Server; Close stops it.
@@ -95,7 +95,7 @@ func New(opts Options) (*Server, error) {
 		clusterID: binary.BigEndian.Uint64(sum[:8]) | 1,
 		listener:  newPipeListener(),
 		served:    make(chan struct{}),
-		certs:     map[string]*tls.Certificate{},
+		certs:     map[string]*servingCert{},
 	}
 	creds := credentials.NewTLS(&tls.Config{
 		MinVersion:     tls.VersionTLS12,

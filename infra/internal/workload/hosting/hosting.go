@@ -487,7 +487,6 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener) *Cluster {
 		key:      key,
 		endpoint: clusterv1.APIEndpoint{Host: h.opts.AdvertiseHost, Port: int32(port)},
 		ready:    make(chan struct{}),
-		served:   newConnListener(l.Addr()),
 		listener: l,
 		cancel:   cancel,
 		h:        h,
@@ -503,12 +502,19 @@ func (h *Hosting) start(key types.NamespacedName, l net.Listener) *Cluster {
 	cfg := apiserver.TLSConfig(func(*tls.ClientHelloInfo) (*apiserver.ClusterTLS, error) {
 		return c.loadTLS(ctx)
 	})
+	c.served = newConnListener(l.(*net.TCPListener), func(conn net.Conn) bool {
+		if c.Store() != nil {
+			return false
+		}
+		go h.route(ctx, c, conn)
+		return true
+	})
+	// One goroutine per cluster: the HTTP server's accept loop.
 	go func() {
 		if err := apiserver.Serve(ctx, c.served, h.handler, cfg); err != nil {
 			log.Error(err, "The workload API listener stopped")
 		}
 	}()
-	go h.accept(ctx, c)
 	return c
 }
 

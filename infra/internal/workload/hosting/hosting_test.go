@@ -3,6 +3,7 @@ package hosting_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -27,8 +28,14 @@ import (
 )
 
 // freeRange finds n consecutive ports nothing listens on now.
+// freeRange finds n consecutive free loopback ports in 12000-19999: below
+// the workload API's default range (dev and the infra suites serve from it)
+// and below Linux's ephemeral ports, which any outgoing connection on the
+// machine may take between this check and the hosting's listen.
 func freeRange(g Gomega, n int) hosting.PortRange {
-	for first := 41000; first < 60000; first += n {
+	const from, to = 12000, 20000
+	start := from + rand.N((to-from)/2)
+	for first := start; first+n <= to; first += n {
 		ok := true
 		for p := first; p < first+n; p++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))

@@ -2,9 +2,11 @@ package hosting
 
 import (
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -93,26 +95,12 @@ func (h *Hosting) isLeading() bool {
 	return h.leading
 }
 
-// accept hands every connection of c's listener to route.
-func (h *Hosting) accept(ctx context.Context, c *Cluster) {
-	for {
-		conn, err := c.listener.Accept()
-		if err != nil {
-			_ = c.served.Close()
-			return
-		}
-		go h.route(ctx, c, conn)
-	}
-}
-
 // route serves conn here once c has its store, or forwards it to the
 // leader, waiting for the store or a leader for at most ForwardWait
-// (DefaultForwardWait without Leadership: a store being loaded).
+// (DefaultForwardWait without Leadership: a store being loaded). The
+// cluster's connListener hands it a connection accepted before c had its
+// store.
 func (h *Hosting) route(ctx context.Context, c *Cluster, conn net.Conn) {
-	if c.Store() != nil {
-		c.served.push(conn)
-		return
-	}
 	wait := DefaultForwardWait
 	if l := h.opts.Leadership; l != nil && l.ForwardWait > 0 {
 		wait = l.ForwardWait
@@ -194,38 +182,82 @@ func pipe(a, b net.Conn) {
 	_ = b.Close()
 }
 
-// connListener is a net.Listener of the connections route serves here.
+// connListener is what the cluster's HTTP server accepts from: the
+// connections of the cluster's TCP listener, served at once when the
+// cluster has its store, and those route waited for the store (or a
+// leader) for. The accept loop is the HTTP server's own: a served cluster
+// costs no goroutine for it.
 type connListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
+	tcp *net.TCPListener
+	// route takes a connection that cannot be served at once (the cluster
+	// has no store) and reports true; false: Accept returns it.
+	route func(net.Conn) bool
+
+	mu      sync.Mutex
+	pending []net.Conn
+	closed  bool
 }
 
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+func newConnListener(tcp *net.TCPListener, route func(net.Conn) bool) *connListener {
+	return &connListener{tcp: tcp, route: route}
 }
 
+// push hands Accept a connection route waited for.
 func (l *connListener) push(conn net.Conn) {
-	select {
-	case l.conns <- conn:
-	case <-l.done:
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
 		_ = conn.Close()
+		return
 	}
+	l.pending = append(l.pending, conn)
+	l.mu.Unlock()
+	// Wakes Accept, which waits in the TCP listener's: a deadline passed
+	// ends that wait, and Accept looks at pending again.
+	_ = l.tcp.SetDeadline(time.Now())
 }
 
 func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case conn := <-l.conns:
-		return conn, nil
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, net.ErrClosed
+		}
+		if len(l.pending) > 0 {
+			conn := l.pending[0]
+			l.pending[0] = nil
+			l.pending = l.pending[1:]
+			l.mu.Unlock()
+			return conn, nil
+		}
+		l.mu.Unlock()
+		conn, err := l.tcp.Accept()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// push woke it up (pending is read after the reset, so no
+			// connection pushed meanwhile waits).
+			_ = l.tcp.SetDeadline(time.Time{})
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !l.route(conn) {
+			return conn, nil
+		}
 	}
 }
 
 func (l *connListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
+	l.mu.Lock()
+	l.closed = true
+	pending := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for _, conn := range pending {
+		_ = conn.Close()
+	}
+	return l.tcp.Close()
 }
 
-func (l *connListener) Addr() net.Addr { return l.addr }
+func (l *connListener) Addr() net.Addr { return l.tcp.Addr() }

@@ -112,10 +112,11 @@ func (c *Collector) work() {
 type gcState struct {
 	collector *Collector
 	// byUID finds an object by uid, as owner references name it.
-	byUID map[types.UID]key
+	byUID map[types.UID]uidKey
 	// dependents are the uids of the objects whose ownerReferences name
-	// an owner uid, whether or not that owner exists.
-	dependents map[types.UID]map[types.UID]struct{}
+	// an owner uid, whether or not that owner exists: a slice, not a set,
+	// since most owners have a few (a map costs some 200 bytes more).
+	dependents map[types.UID][]types.UID
 	// namespacedKinds says, for the kinds the store has held, whether
 	// they are namespaced: a cluster-scoped dependent's reference to a
 	// namespaced kind is never resolved.
@@ -130,8 +131,8 @@ func (g *gcState) init(c *Collector) {
 		c = defaultCollector()
 	}
 	g.collector = c
-	g.byUID = map[types.UID]key{}
-	g.dependents = map[types.UID]map[types.UID]struct{}{}
+	g.byUID = map[types.UID]uidKey{}
+	g.dependents = map[types.UID][]types.UID{}
 	g.namespacedKinds = map[schema.GroupKind]bool{}
 }
 
@@ -262,10 +263,46 @@ func groupOf(apiVersion string) string {
 	return gv.Group
 }
 
+// uidKey is a key as byUID holds it: the group and resource shared by the
+// objects of the resource, so that an entry takes 40 bytes, not 64.
+type uidKey struct {
+	gr              *groupResource
+	namespace, name string
+}
+
+type groupResource struct{ group, resource string }
+
+// groupResources holds one copy of every group and resource any store of
+// the process indexed: a few hundred at most (the built-ins and the CRDs).
+var groupResources = struct {
+	sync.Mutex
+	m map[groupResource]*groupResource
+}{m: map[groupResource]*groupResource{}}
+
+func internGroupResource(group, resource string) *groupResource {
+	groupResources.Lock()
+	defer groupResources.Unlock()
+	gr := groupResources.m[groupResource{group, resource}]
+	if gr == nil {
+		gr = &groupResource{group, resource}
+		groupResources.m[*gr] = gr
+	}
+	return gr
+}
+
+// keyOfUID finds the key of the object uid names; s.mu is held.
+func (s *Store) keyOfUID(uid types.UID) (key, bool) {
+	u, ok := s.gc.byUID[uid]
+	if !ok {
+		return key{}, false
+	}
+	return key{group: u.gr.group, resource: u.gr.resource, namespace: u.namespace, name: u.name}, true
+}
+
 // gcIndex adds obj to the indexes; s.mu is held.
 func (s *Store) gcIndex(res Resource, k key, obj *unstructured.Unstructured) {
 	uid := obj.GetUID()
-	s.gc.byUID[uid] = k
+	s.gc.byUID[uid] = uidKey{gr: internGroupResource(k.group, k.resource), namespace: k.namespace, name: k.name}
 	gk := schema.GroupKind{Group: groupOf(obj.GetAPIVersion()), Kind: obj.GetKind()}
 	if _, known := s.gc.namespacedKinds[gk]; !known && gk.Kind != "" {
 		s.gc.namespacedKinds[gk] = res.Namespaced
@@ -275,21 +312,21 @@ func (s *Store) gcIndex(res Resource, k key, obj *unstructured.Unstructured) {
 
 func (s *Store) gcIndexRefs(uid types.UID, refs []metav1.OwnerReference) {
 	for _, r := range refs {
-		deps := s.gc.dependents[r.UID]
-		if deps == nil {
-			deps = map[types.UID]struct{}{}
-			s.gc.dependents[r.UID] = deps
+		if deps := s.gc.dependents[r.UID]; !slices.Contains(deps, uid) {
+			s.gc.dependents[r.UID] = append(deps, uid)
 		}
-		deps[uid] = struct{}{}
 	}
 }
 
 func (s *Store) gcUnindexRefs(uid types.UID, refs []metav1.OwnerReference) {
 	for _, r := range refs {
-		if deps := s.gc.dependents[r.UID]; deps != nil {
-			delete(deps, uid)
+		deps := s.gc.dependents[r.UID]
+		if i := slices.Index(deps, uid); i >= 0 {
+			deps = slices.Delete(deps, i, i+1)
 			if len(deps) == 0 {
 				delete(s.gc.dependents, r.UID)
+			} else {
+				s.gc.dependents[r.UID] = deps
 			}
 		}
 	}
@@ -324,7 +361,7 @@ func (s *Store) gcObserve(e event) {
 		refs := ownerRefs(e.prev)
 		delete(s.gc.byUID, uid)
 		s.gcUnindexRefs(uid, refs)
-		for dep := range s.gc.dependents[uid] {
+		for _, dep := range s.gc.dependents[uid] {
 			s.gcEnqueue(dep)
 		}
 		s.gcEnqueueDeletingOwners(refs)
@@ -335,7 +372,7 @@ func (s *Store) gcObserve(e event) {
 // their dependents.
 func (s *Store) gcEnqueueDeletingOwners(refs []metav1.OwnerReference) {
 	for _, r := range refs {
-		if k, ok := s.gc.byUID[r.UID]; ok && deletingDependents(s.objects[k]) {
+		if k, ok := s.keyOfUID(r.UID); ok && deletingDependents(s.objects[k]) {
 			s.gcEnqueue(r.UID)
 		}
 	}
@@ -401,7 +438,7 @@ func (s *Store) CollectorIdle() bool {
 }
 
 func (s *Store) collectOne(uid types.UID) {
-	k, ok := s.gc.byUID[uid]
+	k, ok := s.keyOfUID(uid)
 	if !ok {
 		return
 	}
@@ -422,10 +459,7 @@ func (s *Store) collectOne(uid types.UID) {
 // dependentsOf returns the objects naming uid as an owner, sorted by uid
 // so that the collector's order does not depend on map order.
 func (s *Store) dependentsOf(uid types.UID) []types.UID {
-	deps := make([]types.UID, 0, len(s.gc.dependents[uid]))
-	for d := range s.gc.dependents[uid] {
-		deps = append(deps, d)
-	}
+	deps := slices.Clone(s.gc.dependents[uid])
 	slices.Sort(deps)
 	return deps
 }
@@ -442,7 +476,7 @@ func reaches(ok, dk key) bool {
 func (s *Store) orphanDependents(res Resource, k key, owner *unstructured.Unstructured) {
 	uid := owner.GetUID()
 	for _, d := range s.dependentsOf(uid) {
-		dk, ok := s.gc.byUID[d]
+		dk, ok := s.keyOfUID(d)
 		if !ok || !reaches(k, dk) {
 			continue
 		}
@@ -461,7 +495,7 @@ func (s *Store) finishForeground(res Resource, k key, owner *unstructured.Unstru
 	uid := owner.GetUID()
 	blocked := false
 	for _, d := range s.dependentsOf(uid) {
-		dk, ok := s.gc.byUID[d]
+		dk, ok := s.keyOfUID(d)
 		if !ok || !reaches(k, dk) {
 			continue
 		}
@@ -498,7 +532,7 @@ const (
 // dep), and a cluster-scoped dep's reference to a namespaced kind is
 // unresolvable, which keeps dep.
 func (s *Store) resolve(res Resource, dep *unstructured.Unstructured, ref metav1.OwnerReference) ownerState {
-	ok, found := s.gc.byUID[ref.UID]
+	ok, found := s.keyOfUID(ref.UID)
 	if !found {
 		if !res.Namespaced && s.gc.namespacedKinds[schema.GroupKind{Group: groupOf(ref.APIVersion), Kind: ref.Kind}] {
 			return ownerSolid
@@ -567,7 +601,7 @@ func (s *Store) collectDependent(res Resource, k key, obj *unstructured.Unstruct
 		}
 	case waiting && len(s.gc.dependents[obj.GetUID()]) > 0:
 		for _, d := range s.dependentsOf(obj.GetUID()) {
-			if dk, ok := s.gc.byUID[d]; ok && deletingDependents(s.objects[dk]) {
+			if dk, ok := s.keyOfUID(d); ok && deletingDependents(s.objects[dk]) {
 				// A cycle of foreground deletions: this one stops
 				// blocking its owners, as kube-controller-manager does.
 				next := obj.DeepCopy()

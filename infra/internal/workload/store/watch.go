@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,8 +39,62 @@ type WatchOptions struct {
 }
 
 // Watch starts a watch of one resource in a namespace (all when empty). The
-// objects it delivers are shared with the store: read, never modify.
+// objects it delivers are shared with the store: read, never modify. Its
+// events are handed over by a goroutine of its own; OpenStream delivers
+// them on the caller's.
 func (s *Store) Watch(res Resource, namespace string, opts WatchOptions) (watch.Interface, error) {
+	w, err := s.openWatch(res, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	w.result = make(chan watch.Event)
+	go func() {
+		defer close(w.result)
+		w.run(w.done, func(e watch.Event) bool {
+			select {
+			case w.result <- e:
+				return true
+			case <-w.done:
+				return false
+			}
+		})
+	}()
+	return w, nil
+}
+
+// Stream is a watch whose events the caller delivers on its own goroutine
+// (Run): what Watch is, without the goroutine that hands them over, for a
+// server that writes each event to its client as it comes.
+type Stream struct{ w *watcher }
+
+// OpenStream starts a watch as Watch does (same options, same errors); its
+// events wait, bounded as Watch's, until Run delivers them. Run or Stop
+// must follow.
+func (s *Store) OpenStream(res Resource, namespace string, opts WatchOptions) (*Stream, error) {
+	w, err := s.openWatch(res, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{w: w}, nil
+}
+
+// Run hands every event to deliver, in order, until ctx ends, deliver
+// fails, Stop is called or the store ends the watch (it fell
+// WatchQueueSize events behind, or the store closed); then the watch is
+// over. The objects are shared with the store: read, never modify.
+func (st *Stream) Run(ctx context.Context, deliver func(watch.Event) error) {
+	st.w.run(ctx.Done(), func(e watch.Event) bool { return deliver(e) == nil })
+}
+
+// Stop ends the watch: Run returns, and a Run not started yet returns at
+// once.
+func (st *Stream) Stop() {
+	st.w.Stop()
+	// Without a Run, nothing else unregisters it.
+	st.w.unregister()
+}
+
+func (s *Store) openWatch(res Resource, namespace string, opts WatchOptions) (*watcher, error) {
 	if err := validateFieldSelector(res, opts.FieldSelector); err != nil {
 		return nil, err
 	}
@@ -52,7 +107,6 @@ func (s *Store) Watch(res Resource, namespace string, opts WatchOptions) (watch.
 		bookmarks: opts.AllowBookmarks,
 		limit:     s.opts.WatchQueueSize,
 		wake:      make(chan struct{}, 1),
-		result:    make(chan watch.Event),
 		done:      make(chan struct{}),
 	}
 
@@ -108,8 +162,6 @@ func (s *Store) Watch(res Resource, namespace string, opts WatchOptions) (watch.
 	w.limit += len(w.queue)
 	s.watchers[w] = struct{}{}
 	s.mu.Unlock()
-
-	go w.run(s.opts.BookmarkInterval)
 	return w, nil
 }
 
@@ -124,7 +176,7 @@ func bookmark(rv uint64, initialEventsEnd bool) *unstructured.Unstructured {
 
 // watcher is one watch: events are queued under the store's lock (so they
 // are in resourceVersion order with nothing missed) and handed to the
-// client by its own goroutine.
+// client by run, on the goroutine of Watch or of Stream.Run.
 type watcher struct {
 	store     *Store
 	res       Resource
@@ -138,7 +190,8 @@ type watcher struct {
 	queue    []watch.Event
 	overflow bool
 
-	wake     chan struct{}
+	wake chan struct{}
+	// result is Watch's channel; nil for a Stream.
 	result   chan watch.Event
 	done     chan struct{}
 	stopOnce sync.Once
@@ -224,12 +277,14 @@ func (w *watcher) pushBookmark() {
 	w.signal()
 }
 
-func (w *watcher) run(bookmarkInterval time.Duration) {
-	defer close(w.result)
+// run hands the queued events to deliver until stop or w.done is closed,
+// deliver returns false, or the watch overflowed; then it unregisters the
+// watcher.
+func (w *watcher) run(stop <-chan struct{}, deliver func(watch.Event) bool) {
 	defer w.unregister()
 	var tick <-chan time.Time
 	if w.bookmarks {
-		t := time.NewTicker(bookmarkInterval)
+		t := time.NewTicker(w.store.opts.BookmarkInterval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -242,8 +297,13 @@ func (w *watcher) run(bookmarkInterval time.Duration) {
 		w.mu.Unlock()
 		for _, e := range batch {
 			select {
-			case w.result <- e:
 			case <-w.done:
+				return
+			case <-stop:
+				return
+			default:
+			}
+			if !deliver(e) {
 				return
 			}
 		}
@@ -258,6 +318,8 @@ func (w *watcher) run(bookmarkInterval time.Duration) {
 		case <-tick:
 			w.pushBookmark()
 		case <-w.done:
+			return
+		case <-stop:
 			return
 		}
 	}

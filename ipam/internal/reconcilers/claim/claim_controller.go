@@ -53,6 +53,9 @@ type Reconciler struct {
 	// so that the reconcile caused by the new IPAddress does not write the
 	// same status again before the cache shows the first write.
 	bound sync.Map
+	// backlog holds the claims found settled at start until the queue is
+	// nearly empty.
+	backlog startupBacklog
 }
 
 // SetupWithManager registers the controller.
@@ -79,13 +82,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	// Pools matter to claims only when their spec or pause state changes;
 	// their frequent status updates must not fan out to every claim.
 	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	ours := []predicate.Predicate{predicate.NewPredicateFuncs(isOurs), watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue)}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
-		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(
-			predicate.NewPredicateFuncs(isOurs),
-			watch.Filter(mgr.GetScheme(), log, r.WatchFilterValue),
-		)).
+		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(append(ours, notSettledAtStart())...)).
 		WithOptions(options).
+		// A restart finds every bound claim again: their confirming
+		// reconciles wait until the queue is nearly empty.
+		Watches(&ipamv1.IPAddressClaim{}, r.backlog.handler(), builder.WithPredicates(ours...)).
 		Watches(&clusterv1.Cluster{}, r.clusterToClaims(),
 			builder.WithPredicates(watch.ClusterEvents(mgr.GetScheme(), log, r.WatchFilterValue))).
 		Watches(&ipamv1.IPAddress{}, r.addressEvents()).

@@ -34,7 +34,13 @@ func (r *Reconciler) addressEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueueClaim(e.Object, q)
+			// The first list's IPAddresses are the claims' business: each
+			// claim of the first list comes on its own (a settled one
+			// through the startup backlog), and a claim with no object has
+			// nothing to reconcile.
+			if !e.IsInInitialList {
+				enqueueClaim(e.Object, q)
+			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			enqueueClaim(e.ObjectNew, q)
@@ -54,12 +60,13 @@ func (r *Reconciler) addressEvents() handler.EventHandler {
 // an address (or for their release) when the pool's spec or pause changes,
 // and every claim of a pool that appears: a pool deleted and re-created
 // (skip-delete-protection) lost its records, which its bound claims record
-// again.
+// again. A pool of the first list brings only the waiting ones: the
+// claims of the first list each come on their own.
 func (r *Reconciler) poolToWaitingClaims() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			if p, ok := e.Object.(v1alpha1.Pool); ok {
-				r.enqueueClaims(ctx, index.KeyOf(p), q, true)
+				r.enqueueClaims(ctx, index.KeyOf(p), q, !e.IsInInitialList)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {

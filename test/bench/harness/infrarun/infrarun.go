@@ -37,6 +37,10 @@ type Options struct {
 	// Timeout bounds waiting for the process to be idle, and for the
 	// provider to delete the fleet's infrastructure objects.
 	Timeout time.Duration
+	// Requests, if set, counts the requests of Run.Client, so that the
+	// benchmark's own can be told from the process's in the apiserver's
+	// counts.
+	Requests *harness.Requests
 }
 
 // Run is a prepared run.
@@ -53,7 +57,11 @@ type Run struct {
 // Start creates the fleet, starts the process and waits until it has
 // reconciled the clusters and is idle.
 func Start(ctx context.Context, opts Options) (_ *Run, retErr error) {
-	c, err := harness.NewClient(opts.Env.Config, opts.Env.Client.Scheme(), harness.Unthrottled)
+	cfg := opts.Env.Config
+	if opts.Requests != nil {
+		cfg = opts.Requests.Wrap(cfg)
+	}
+	c, err := harness.NewClient(cfg, opts.Env.Client.Scheme(), harness.Unthrottled)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +106,9 @@ type Usage struct {
 	// feeding the run and watching it).
 	CPU    time.Duration
 	Others harness.CPUTimes
-	// Requests are the process's API requests, by method.
-	Requests map[string]float64
+	// Requests are the process's API requests, by method; RequestCodes
+	// by method and response code ("PATCH 409").
+	Requests, RequestCodes map[string]float64
 	// Peak is the process's VmHWM.
 	Peak uint64
 }
@@ -124,16 +133,22 @@ func (r *Run) Usage(ctx context.Context) (Usage, error) {
 		return u, err
 	}
 	u.Requests = metrics.ByLabel("rest_client_requests_total", "method")
+	u.RequestCodes = metrics.ByLabels("rest_client_requests_total", "method", "code")
 	return u, nil
 }
 
 // Since is what was used from before to u; Peak stays u's, as VmHWM
 // cannot be taken apart.
 func (u Usage) Since(before Usage) Usage {
-	d := Usage{CPU: u.CPU - before.CPU, Others: u.Others.Sub(before.Others), Requests: map[string]float64{}, Peak: u.Peak}
-	for method, v := range u.Requests {
-		if n := v - before.Requests[method]; n > 0 {
-			d.Requests[method] = n
+	return Usage{CPU: u.CPU - before.CPU, Others: u.Others.Sub(before.Others), Peak: u.Peak,
+		Requests: growth(u.Requests, before.Requests), RequestCodes: growth(u.RequestCodes, before.RequestCodes)}
+}
+
+func growth(now, before map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for k, v := range now {
+		if n := v - before[k]; n > 0 {
+			d[k] = n
 		}
 	}
 	return d

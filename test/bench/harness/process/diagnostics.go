@@ -122,6 +122,24 @@ func (m Metrics) ByLabel(name, label string) map[string]float64 {
 	return out
 }
 
+// ByLabels returns one family's values keyed by the values of labels,
+// joined by spaces in their order ("PATCH 409").
+func (m Metrics) ByLabels(name string, labels ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, metric := range m[name].GetMetric() {
+		values := make([]string, len(labels))
+		for i, want := range labels {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == want {
+					values[i] = l.GetValue()
+				}
+			}
+		}
+		out[strings.Join(values, " ")] += metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+	}
+	return out
+}
+
 func hasLabels(metric *dto.Metric, match []string) bool {
 	for i := 0; i+1 < len(match); i += 2 {
 		found := false

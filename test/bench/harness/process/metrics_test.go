@@ -30,5 +30,6 @@ func TestMetricsSumAndGroupByLabel(t *testing.T) {
 	g.Expect(m.Sum("rest_client_requests_total", "method", "PATCH", "code", "409")).To(Equal(1.0))
 	g.Expect(m.Sum("no_such_metric")).To(BeZero())
 	g.Expect(m.ByLabel("rest_client_requests_total", "method")).To(Equal(map[string]float64{"PATCH": 8, "GET": 3}))
+	g.Expect(m.ByLabels("rest_client_requests_total", "method", "code")).To(Equal(map[string]float64{"PATCH 200": 7, "PATCH 409": 1, "GET 200": 3}))
 	g.Expect(m.ByLabel("capi_monolith_api_watches_open", "resource")).To(Equal(map[string]float64{"clusters.cluster.x-k8s.io": 1, "secrets": 0}))
 }

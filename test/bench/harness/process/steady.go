@@ -2,9 +2,17 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
+
+// refusedFor bounds how long WaitSteady waits for a diagnostics listener
+// that refuses connections: /readyz, which Start waits for, is served by
+// another listener, and on a loaded machine the diagnostics one was seen
+// to open after it.
+const refusedFor = 30 * time.Second
 
 // WaitSteady waits until, for steadyScrapes scrapes a second apart, no
 // process has work queued and neither the reconciles done nor the watches
@@ -17,6 +25,7 @@ func WaitSteady(ctx context.Context, procs []*Process, timeout time.Duration) er
 	defer cancel()
 	type reading struct{ reconciles, watches float64 }
 	var last reading
+	start := time.Now()
 	for still := -1; still < steadyScrapes; {
 		select {
 		case <-ctx.Done():
@@ -27,8 +36,12 @@ func WaitSteady(ctx context.Context, procs []*Process, timeout time.Duration) er
 		var depth float64
 		for _, p := range procs {
 			m, err := p.Metrics(ctx)
+			if errors.Is(err, syscall.ECONNREFUSED) && time.Since(start) < refusedFor {
+				still = -1
+				continue
+			}
 			if err != nil {
-				return err
+				return fmt.Errorf("%w; the process's log:\n%s", err, p.Log())
 			}
 			now.reconciles += m.Sum("controller_runtime_reconcile_total")
 			now.watches += m.Sum("capi_monolith_api_watches_open")
