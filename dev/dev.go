@@ -413,27 +413,14 @@ func (e *Environment) startManager(ctx context.Context, opts manager.Options, en
 // registerExtension creates (or updates) the ExtensionConfig pointing Cluster
 // API core at the runtime extension served by the modules' webhook server.
 func (e *Environment) registerExtension(ctx context.Context) error {
-	ext := &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: e.opts.ExtensionConfigName}}
-	spec := runtimev1.ExtensionConfigSpec{
-		ClientConfig: runtimev1.ClientConfig{
-			URL:      "https://" + e.WebhookAddress,
-			CABundle: e.Certs.CAPEM,
-		},
-		NamespaceSelector: &metav1.LabelSelector{},
-	}
-	err := e.Client.Get(ctx, client.ObjectKeyFromObject(ext), ext)
-	switch {
-	case apierrors.IsNotFound(err):
-		ext.Spec = spec
-		webhooks.MarkObject(ext, e.owner)
-		err = e.Client.Create(ctx, ext)
-	case err == nil:
-		ext.Spec.ClientConfig = spec.ClientConfig
-		webhooks.MarkObject(ext, e.owner)
-		err = e.Client.Update(ctx, ext)
-	}
+	err := webhooks.ApplyExtensionConfig(ctx, e.Client, webhooks.ExtensionConfig{
+		Name:     e.opts.ExtensionConfigName,
+		URL:      "https://" + e.WebhookAddress,
+		CABundle: e.Certs.CAPEM,
+		Owner:    e.owner,
+	})
 	if err != nil {
-		return fmt.Errorf("failed to register ExtensionConfig %s: %w", ext.Name, err)
+		return err
 	}
 	e.extensionOwned = true
 	return nil

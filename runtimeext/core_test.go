@@ -272,9 +272,14 @@ func TestCoreCallsOurHooksThroughAClusterLifecycle(t *testing.T) {
 	g.Expect(monolithCluster(ctx, cluster)).Error().To(HaveOccurred(), "nothing is created while the hook blocks")
 
 	t.Log("Capacity arrives: core creates the topology, patched by GeneratePatches")
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
-	pool.Spec.Addresses = []string{"10.20.0.1-10.20.0.10"}
-	g.Expect(env.Client.Update(ctx, pool)).To(Succeed())
+	// The pool's controller writes its status meanwhile: retry a stale update.
+	g.Eventually(func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return err
+		}
+		pool.Spec.Addresses = []string{"10.20.0.1-10.20.0.10"}
+		return env.Client.Update(ctx, pool)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		mc, err := monolithCluster(ctx, cluster)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -199,7 +199,9 @@ func TestTheBundlesRunPodByPod(t *testing.T) {
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("clusterctl init in %s", time.Since(start).Round(time.Millisecond))
-	g.Expect(playCertManager(ctx, c, cp.ca)).To(Succeed())
+	// It re-reads and rewrites every object, so a write that lost a race
+	// with the apiserver's own CRD status updates is simply played again.
+	g.Eventually(func() error { return playCertManager(ctx, c, cp.ca) }).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// The kubelet: every Deployment's replicas as containers.
 	kl := &kubelet{d: d, c: c, network: netName, pause: pause, cp: cp, dir: dir}
