@@ -13,7 +13,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/ptr"
 
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
 )
@@ -79,20 +78,9 @@ var _ = Describe("Cluster API scale benchmark (topology flavor)", Label(benchLab
 	})
 
 	capie2e.ScaleSpec(ctx, func() capie2e.ScaleSpecInput {
-		return capie2e.ScaleSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor:                            ptr.To("topology"),
-			ClusterClassName:                  "monolith",
-			ControlPlaneMachineCount:          ptr.To[int64](1),
-			MachineDeploymentCount:            ptr.To[int64](1),
-			WorkerPerMachineDeploymentCount:   ptr.To[int64](3),
-			AdditionalClusterClassCount:       ptr.To[int64](0),
-			DeployClusterInSeparateNamespaces: ptr.To(false),
-			UseCrossNamespaceClusterClass:     ptr.To(false),
-			SkipUpgrade:                       os.Getenv(benchScaleSkipUpgradeEnv) == "true",
-			FailFast:                          true,
-		}
+		in := scaleInput()
+		in.SkipUpgrade = os.Getenv(benchScaleSkipUpgradeEnv) == "true"
+		return in
 	})
 })
 

@@ -172,21 +172,9 @@ var _ = Describe("Cluster API ClusterClass rollout (topology-taints flavor)", fu
 // benchmarks measure the large sizes.
 var _ = Describe("Cluster API scale (topology flavor, 3 clusters)", func() {
 	capie2e.ScaleSpec(ctx, func() capie2e.ScaleSpecInput {
-		return capie2e.ScaleSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor:                            ptr.To("topology"),
-			ClusterClassName:                  "monolith",
-			ClusterCount:                      ptr.To[int64](3),
-			Concurrency:                       ptr.To[int64](3),
-			ControlPlaneMachineCount:          ptr.To[int64](1),
-			MachineDeploymentCount:            ptr.To[int64](1),
-			WorkerPerMachineDeploymentCount:   ptr.To[int64](3),
-			AdditionalClusterClassCount:       ptr.To[int64](0),
-			DeployClusterInSeparateNamespaces: ptr.To(false),
-			UseCrossNamespaceClusterClass:     ptr.To(false),
-			FailFast:                          true,
-		}
+		in := scaleInput()
+		in.ClusterCount, in.Concurrency = ptr.To[int64](3), ptr.To[int64](3)
+		return in
 	})
 })
 
@@ -201,4 +189,24 @@ func mustDuration(v any) time.Duration {
 	d, err := time.ParseDuration(v.(string))
 	Expect(err).NotTo(HaveOccurred(), "interval %v", v)
 	return d
+}
+
+// scaleInput is ScaleSpec's input for clusters of the workload benchmarks'
+// shape, KCP 1 + one MachineDeployment of 3, from the topology flavor; the
+// cluster count and concurrency are ScaleSpec's (its environment) unless
+// set.
+func scaleInput() capie2e.ScaleSpecInput {
+	return capie2e.ScaleSpecInput{
+		E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
+		ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		Flavor:                            ptr.To("topology"),
+		ClusterClassName:                  "monolith",
+		ControlPlaneMachineCount:          ptr.To[int64](1),
+		MachineDeploymentCount:            ptr.To[int64](1),
+		WorkerPerMachineDeploymentCount:   ptr.To[int64](3),
+		AdditionalClusterClassCount:       ptr.To[int64](0),
+		DeployClusterInSeparateNamespaces: ptr.To(false),
+		UseCrossNamespaceClusterClass:     ptr.To(false),
+		FailFast:                          true,
+	}
 }
