@@ -49,6 +49,8 @@ type Restart struct {
 	// kube-apiserver's, over the same span.
 	ControllerCPU, APIServerCPU time.Duration
 	LoadAverage                 string
+	// Stopped says how the process before it stopped (see stopped).
+	Stopped string
 }
 
 // TakeOver is what taking over claims created while no process of the
@@ -64,6 +66,23 @@ type TakeOver struct {
 	// Writes per claim, as for Phase.
 	Writes      float64
 	LoadAverage string
+	// Stopped says how the process before it stopped (see stopped).
+	Stopped string
+}
+
+// stopped stops p and says how: on SIGTERM, or killed once its grace
+// period was over, which is what a kubelet does to a Pod and no reason to
+// give up on the measurement that follows; any other error is returned.
+func stopped(p *process.Process) (string, error) {
+	err := p.Stop()
+	switch {
+	case err == nil:
+		return "on SIGTERM", nil
+	case errors.Is(err, process.ErrKilledAfterGrace):
+		return fmt.Sprintf("killed %s after SIGTERM", process.StopGracePeriod), nil
+	default:
+		return "", err
+	}
 }
 
 // Rate is claims fulfilled per second of Wall.
@@ -73,7 +92,8 @@ func (t TakeOver) Rate() float64 { return float64(t.Claims) / t.Wall.Seconds() }
 // and measures how soon it is ready again; it returns the new process.
 func (b *Bench) restart(ctx context.Context, side sbsSide, ns, dir string, bound int, old *process.Process) (Restart, *process.Process, error) {
 	r := Restart{Bound: bound}
-	if err := old.Stop(); err != nil {
+	var err error
+	if r.Stopped, err = stopped(old); err != nil {
 		return r, nil, fmt.Errorf("%s failed to stop: %w", side.name, err)
 	}
 	b.feedRequests.Reset()
@@ -169,11 +189,12 @@ func waitBacklog(ctx context.Context, p *process.Process, want int, start time.T
 // runs, starts a fresh process and times it to the last one fulfilled.
 func (b *Bench) takeOver(ctx context.Context, side sbsSide, ns, dir string, count, fill int, old *process.Process) (TakeOver, *process.Process, error) {
 	t := TakeOver{Claims: count, Fill: fill}
-	if err := old.Stop(); err != nil {
+	var err error
+	if t.Stopped, err = stopped(old); err != nil {
 		return t, nil, fmt.Errorf("%s failed to stop: %w", side.name, err)
 	}
 	const prefix = "take"
-	err := harness.ForEach(ctx, count, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
+	err = harness.ForEach(ctx, count, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
 		c := &ipamv1.IPAddressClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", prefix, i)},
 			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: side.poolRef},

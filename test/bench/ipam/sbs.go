@@ -377,9 +377,11 @@ func (b *Bench) sbsRun(ctx context.Context, side sbsSide, n, marginal int, resta
 	res.LoadAverage = harness.LoadAverage()
 	p := proc
 	proc = nil
-	if err := p.Stop(); err != nil {
+	how, err := stopped(p)
+	if err != nil {
 		return res, fmt.Errorf("%s failed: %w", side.name, err)
 	}
+	progress("%s N=%d: its process stopped %s", side.name, n, how)
 	distinct, err := b.countAddresses(ctx, ns.Name, &res)
 	if err != nil {
 		return res, err

@@ -106,9 +106,9 @@ func (r *SBSResults) runs() *report.Table {
 // restarts lists the restart and take-over of every run that made them.
 func (r *SBSResults) restarts() *report.Table {
 	t := &report.Table{Columns: []string{
-		"run", "side", "bound claims", "restart: /readyz s", "new claim fulfilled s", "backlog reconciled s",
+		"run", "side", "bound claims", "previous process stopped", "restart: /readyz s", "new claim fulfilled s", "backlog reconciled s",
 		"writes", "controller CPU s", "kube-apiserver CPU s", "load average",
-		"take-over: claims", "into a pool holding", "/readyz s", "all fulfilled s", "claims/s", "writes/claim",
+		"take-over: claims", "previous process stopped", "into a pool holding", "/readyz s", "all fulfilled s", "claims/s", "writes/claim",
 		"controller CPU ms/claim", "kube-apiserver CPU ms/claim", "load average",
 	}}
 	for i, run := range r.Runs {
@@ -123,9 +123,9 @@ func (r *SBSResults) restarts() *report.Table {
 		perClaim := func(d time.Duration) string {
 			return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000/float64(to.Claims))
 		}
-		t.Add(strconv.Itoa(i+1), run.Side, strconv.Itoa(rs.Bound), seconds(rs.Ready), seconds(rs.NewClaim), backlog,
+		t.Add(strconv.Itoa(i+1), run.Side, strconv.Itoa(rs.Bound), rs.Stopped, seconds(rs.Ready), seconds(rs.NewClaim), backlog,
 			fmt.Sprintf("%.0f", rs.Writes), seconds(rs.ControllerCPU), seconds(rs.APIServerCPU), rs.LoadAverage,
-			strconv.Itoa(to.Claims), strconv.Itoa(to.Fill), seconds(to.Ready), seconds(to.Wall), fmt.Sprintf("%.1f", to.Rate()),
+			strconv.Itoa(to.Claims), to.Stopped, strconv.Itoa(to.Fill), seconds(to.Ready), seconds(to.Wall), fmt.Sprintf("%.1f", to.Rate()),
 			fmt.Sprintf("%.2f", to.Writes), perClaim(to.ControllerCPU), perClaim(to.APIServerCPU), to.LoadAverage)
 	}
 	return t

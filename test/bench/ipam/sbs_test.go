@@ -111,13 +111,13 @@ func TestRestartResultsListTheRestartAndTheTakeOver(t *testing.T) {
 		Runs: []SBSRun{{
 			Side: sideOurs, N: 1000, RawUnthrottled: 400, Addresses: 2001,
 			Empty:    Phase{Claims: 1000, Rate: 40, Wall: 25 * time.Second},
-			Restart:  &Restart{Bound: 1000, Ready: time.Second, NewClaim: 2 * time.Second, Backlog: 3 * time.Second, Writes: 4},
-			TakeOver: &TakeOver{Claims: 1000, Fill: 1001, Wall: 20 * time.Second, Writes: 4},
+			Restart:  &Restart{Bound: 1000, Ready: time.Second, NewClaim: 2 * time.Second, Backlog: 3 * time.Second, Writes: 4, Stopped: "on SIGTERM"},
+			TakeOver: &TakeOver{Claims: 1000, Fill: 1001, Wall: 20 * time.Second, Writes: 4, Stopped: "killed 30s after SIGTERM"},
 		}},
 	}
 	var md strings.Builder
 	g.Expect(r.WriteMarkdown(&md, "go run ./test/bench/ipam -restart")).To(Succeed())
 	g.Expect(md.String()).To(ContainSubstring("## Restart and take-over"))
-	g.Expect(md.String()).To(ContainSubstring("| 1 | capi-monolith | 1000 | 1.00 | 2.00 | 3.00 | 4 |"))
-	g.Expect(md.String()).To(ContainSubstring("| 1000 | 1001 | 0.00 | 20.00 | 50.0 | 4.00 |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1 | capi-monolith | 1000 | on SIGTERM | 1.00 | 2.00 | 3.00 | 4 |"))
+	g.Expect(md.String()).To(ContainSubstring("| 1000 | killed 30s after SIGTERM | 1001 | 0.00 | 20.00 | 50.0 | 4.00 |"))
 }

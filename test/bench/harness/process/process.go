@@ -25,9 +25,17 @@ import (
 const (
 	// readyTimeout bounds the wait for /readyz after the process starts.
 	readyTimeout = 2 * time.Minute
-	// stopTimeout is how long a stopping process gets before it is killed.
-	stopTimeout = 30 * time.Second
 )
+
+// StopGracePeriod is how long a stopping process gets before it is killed:
+// a Pod's default terminationGracePeriodSeconds.
+const StopGracePeriod = 30 * time.Second
+
+// ErrKilledAfterGrace is what Stop returns (wrapped) for a process that did
+// not exit within its grace period after SIGTERM and was killed, as a
+// kubelet kills a Pod's container: how the process stopped, not a failure
+// of what it did before.
+var ErrKilledAfterGrace = errors.New("killed after its grace period")
 
 // Build compiles the binary from the repository's root into dir and returns
 // its path. Benchmarks build once and start it many times.
@@ -225,7 +233,7 @@ func (p *Process) CPU() (time.Duration, error) {
 }
 
 // Stop sends SIGTERM, as Kubernetes does, and kills the process if it has
-// not exited within stopTimeout. An exit caused by the signal is not an
+// not exited within StopGracePeriod. An exit caused by the signal is not an
 // error.
 func (p *Process) Stop() error {
 	select {
@@ -237,10 +245,10 @@ func (p *Process) Stop() error {
 	select {
 	case <-p.exited:
 		return p.exitError()
-	case <-time.After(stopTimeout):
+	case <-time.After(StopGracePeriod):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
-		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, stopTimeout)
+		return fmt.Errorf("%s did not stop within %s of SIGTERM: %w", p.name, StopGracePeriod, ErrKilledAfterGrace)
 	}
 }
 
