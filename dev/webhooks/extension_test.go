@@ -28,7 +28,10 @@ func TestMain(m *testing.M) {
 func TestApplyExtensionConfigSurvivesCoreWritingTheSameObject(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	name := "ext-" + env.Namespace(t, "conflict")
+	const name = "capi-monolith-conflict"
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 
 	g.Expect(webhooks.ApplyExtensionConfig(ctx, env.Client, webhooks.ExtensionConfig{
 		Name: name, URL: "https://127.0.0.1:1000", CABundle: []byte("first CA"), Owner: "first run",
