@@ -2,9 +2,17 @@
 // etcd plus the kube-apiserver's registry are to a real cluster, reduced to
 // the semantics clients rely on.
 //
-// Objects are held as unstructured JSON, keyed by group, resource, namespace
-// and name. The store assigns uid, creationTimestamp, generation (bumped
-// when anything but metadata and status changes) and one resourceVersion
+// Objects are held encoded, as their compact JSON, keyed by group,
+// resource, namespace and name, with only what selecting by label and
+// resolving owner references read kept decoded beside it (encoded.go): the
+// decoded maps took three to four times the memory, and memory per
+// cluster is what bounds how many clusters a process serves. An object is
+// decoded when it is read (Get, List, a watch's initial or replayed
+// events), which is also the copy a caller gets; a write's change reaches
+// watchers and observers as the write decoded it.
+//
+// The store assigns uid, creationTimestamp, generation (bumped when
+// anything but metadata and status changes) and one resourceVersion
 // sequence for the whole cluster; it checks resourceVersion preconditions
 // (409 Conflict), honours finalizers (delete sets deletionTimestamp, the
 // object goes with its last finalizer), refuses namespaced objects in a
@@ -21,6 +29,7 @@
 // in flight). Every error is an apierrors StatusError carrying the code a
 // kube-apiserver would answer.
 //
-// Objects handed out by Get and List are copies; objects in watch events are
-// shared with the store and must not be modified.
+// Objects handed out by Get and List are copies; objects in watch events
+// may be shared with other watchers and observers and must not be
+// modified.
 package store

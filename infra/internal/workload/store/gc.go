@@ -204,11 +204,6 @@ func gcPending(obj *unstructured.Unstructured) string {
 	return gcFinalizer(obj.GetFinalizers())
 }
 
-// deletingDependents says whether obj is being deleted in the foreground.
-func deletingDependents(obj *unstructured.Unstructured) bool {
-	return gcPending(obj) == finalizerForeground
-}
-
 // validateGCMeta checks what the collector relies on, as kube-apiserver's
 // ObjectMeta validation does: well-formed owner references, at most one
 // controller, and not both GC finalizers.
@@ -372,7 +367,7 @@ func (s *Store) gcObserve(e event) {
 // their dependents.
 func (s *Store) gcEnqueueDeletingOwners(refs []metav1.OwnerReference) {
 	for _, r := range refs {
-		if k, ok := s.keyOfUID(r.UID); ok && deletingDependents(s.objects[k]) {
+		if k, ok := s.keyOfUID(r.UID); ok && s.objects[k].deletingDependents() {
 			s.gcEnqueue(r.UID)
 		}
 	}
@@ -442,17 +437,15 @@ func (s *Store) collectOne(uid types.UID) {
 	if !ok {
 		return
 	}
-	obj := s.objects[k]
+	e := s.objects[k]
 	res := resourceOf(k)
-	switch gcPending(obj) {
-	case finalizerOrphan:
-		s.orphanDependents(res, k, obj)
-	case finalizerForeground:
-		s.finishForeground(res, k, obj)
-	default:
-		if obj.GetDeletionTimestamp() == nil {
-			s.collectDependent(res, k, obj)
-		}
+	switch {
+	case e.deleting && e.gc == finalizerOrphan:
+		s.orphanDependents(res, k, e, e.decode())
+	case e.deleting && e.gc == finalizerForeground:
+		s.finishForeground(res, k, e, e.decode())
+	case !e.deleting:
+		s.collectDependent(res, k, e, e.decode())
 	}
 }
 
@@ -473,25 +466,26 @@ func reaches(ok, dk key) bool {
 
 // orphanDependents removes the owner's references from its dependents,
 // then its orphan finalizer.
-func (s *Store) orphanDependents(res Resource, k key, owner *unstructured.Unstructured) {
+func (s *Store) orphanDependents(res Resource, k key, ownerEntry *entry, owner *unstructured.Unstructured) {
 	uid := owner.GetUID()
 	for _, d := range s.dependentsOf(uid) {
 		dk, ok := s.keyOfUID(d)
 		if !ok || !reaches(k, dk) {
 			continue
 		}
-		dep := s.objects[dk]
-		s.replaceLocked(resourceOf(dk), dk, dep, withoutOwners(dep, map[types.UID]bool{uid: true}))
+		depEntry := s.objects[dk]
+		dep := depEntry.decode()
+		s.replaceLocked(resourceOf(dk), dk, depEntry, dep, withoutOwners(dep, map[types.UID]bool{uid: true}), nil)
 	}
 	next := owner.DeepCopy()
 	next.SetFinalizers(slices.DeleteFunc(next.GetFinalizers(), func(f string) bool { return f == finalizerOrphan }))
-	s.replaceLocked(res, k, owner, next)
+	s.replaceLocked(res, k, ownerEntry, owner, next, nil)
 }
 
 // finishForeground has the dependents of an owner deleted in the
 // foreground deleted, and removes its foregroundDeletion finalizer once
 // none that blocks it (blockOwnerDeletion) is left.
-func (s *Store) finishForeground(res Resource, k key, owner *unstructured.Unstructured) {
+func (s *Store) finishForeground(res Resource, k key, ownerEntry *entry, owner *unstructured.Unstructured) {
 	uid := owner.GetUID()
 	blocked := false
 	for _, d := range s.dependentsOf(uid) {
@@ -499,7 +493,7 @@ func (s *Store) finishForeground(res Resource, k key, owner *unstructured.Unstru
 		if !ok || !reaches(k, dk) {
 			continue
 		}
-		dep := s.objects[dk]
+		dep := s.objects[dk].decode()
 		for _, r := range ownerRefs(dep) {
 			if r.UID == uid && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
 				blocked = true
@@ -514,7 +508,7 @@ func (s *Store) finishForeground(res Resource, k key, owner *unstructured.Unstru
 	}
 	next := owner.DeepCopy()
 	next.SetFinalizers(slices.DeleteFunc(next.GetFinalizers(), func(f string) bool { return f == finalizerForeground }))
-	s.replaceLocked(res, k, owner, next)
+	s.replaceLocked(res, k, ownerEntry, owner, next, nil)
 }
 
 // ownerState is what an owner reference resolves to.
@@ -540,7 +534,7 @@ func (s *Store) resolve(res Resource, dep *unstructured.Unstructured, ref metav1
 		return ownerAbsent
 	}
 	owner := s.objects[ok]
-	if owner.GetName() != ref.Name || owner.GetKind() != ref.Kind || groupOf(owner.GetAPIVersion()) != groupOf(ref.APIVersion) {
+	if ok.name != ref.Name || owner.gk.kind != ref.Kind || owner.gk.group != groupOf(ref.APIVersion) {
 		return ownerAbsent
 	}
 	if ok.namespace != "" {
@@ -551,7 +545,7 @@ func (s *Store) resolve(res Resource, dep *unstructured.Unstructured, ref metav1
 			return ownerAbsent
 		}
 	}
-	if deletingDependents(owner) {
+	if owner.deletingDependents() {
 		return ownerWaiting
 	}
 	return ownerSolid
@@ -575,7 +569,7 @@ func (s *Store) gcNeedsCollection(res Resource, obj *unstructured.Unstructured) 
 // dependent with an owner left loses its references to the owners that
 // are gone or waiting; one with none left is deleted (in the foreground
 // when an owner waits for it and it has dependents of its own).
-func (s *Store) collectDependent(res Resource, k key, obj *unstructured.Unstructured) {
+func (s *Store) collectDependent(res Resource, k key, e *entry, obj *unstructured.Unstructured) {
 	refs := ownerRefs(obj)
 	if len(refs) == 0 {
 		return
@@ -597,11 +591,11 @@ func (s *Store) collectDependent(res Resource, k key, obj *unstructured.Unstruct
 	switch {
 	case solid > 0:
 		if len(drop) > 0 {
-			s.replaceLocked(res, k, obj, withoutOwners(obj, drop))
+			s.replaceLocked(res, k, e, obj, withoutOwners(obj, drop), nil)
 		}
 	case waiting && len(s.gc.dependents[obj.GetUID()]) > 0:
 		for _, d := range s.dependentsOf(obj.GetUID()) {
-			if dk, ok := s.keyOfUID(d); ok && deletingDependents(s.objects[dk]) {
+			if dk, ok := s.keyOfUID(d); ok && s.objects[dk].deletingDependents() {
 				// A cycle of foreground deletions: this one stops
 				// blocking its owners, as kube-controller-manager does.
 				next := obj.DeepCopy()
@@ -610,14 +604,14 @@ func (s *Store) collectDependent(res Resource, k key, obj *unstructured.Unstruct
 					unblocked[i].BlockOwnerDeletion = new(bool)
 				}
 				next.SetOwnerReferences(unblocked)
-				obj, _ = s.replaceLocked(res, k, obj, next)
+				obj, e, _ = s.replaceLocked(res, k, e, obj, next, nil)
 				break
 			}
 		}
-		s.deleteLocked(res, k, obj, ptrTo(metav1.DeletePropagationForeground))
+		s.deleteLocked(res, k, e, obj, ptrTo(metav1.DeletePropagationForeground))
 	default:
 		// Its own GC finalizer, if it has one, decides how its dependents go.
-		s.deleteLocked(res, k, obj, nil)
+		s.deleteLocked(res, k, e, obj, nil)
 	}
 }
 
@@ -651,11 +645,11 @@ func (s *Store) DeleteAllOf(res Resource) int {
 	}
 	left := 0
 	for _, k := range keys {
-		obj, ok := s.objects[k]
+		e, ok := s.objects[k]
 		if !ok {
 			continue
 		}
-		if _, gone := s.deleteLocked(res, k, obj, ptrTo(metav1.DeletePropagationBackground)); !gone {
+		if _, gone := s.deleteLocked(res, k, e, e.decode(), ptrTo(metav1.DeletePropagationBackground)); !gone {
 			left++
 		}
 	}

@@ -1,12 +1,8 @@
 package store
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"sync/atomic"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,30 +115,32 @@ func (s *Store) admitWatchLocked() error {
 }
 
 // admitLocked checks a write of obj (replacing old, nil for a create)
-// against the object size limit and the cluster's quotas. An object too
-// large with managedFields is stored without them, as kube-apiserver
-// retries such a write.
-func (s *Store) admitLocked(res Resource, obj, old *unstructured.Unstructured) error {
-	size := jsonSize(obj.Object)
-	if size > MaxObjectBytes && len(obj.GetManagedFields()) > 0 {
+// against the object size limit and the cluster's quotas, and returns
+// obj's encoding, which the write stores. An object too large with
+// managedFields is stored without them, as kube-apiserver retries such a
+// write.
+func (s *Store) admitLocked(res Resource, obj *unstructured.Unstructured, old *entry) ([]byte, error) {
+	raw := encode(obj)
+	if len(raw) > MaxObjectBytes && len(obj.GetManagedFields()) > 0 {
 		obj.SetManagedFields(nil)
-		size = jsonSize(obj.Object)
+		raw = encode(obj)
 	}
+	size := int64(len(raw))
 	if size > MaxObjectBytes {
-		return tooLargeObject(res, obj, size)
+		return nil, tooLargeObject(res, obj, size)
 	}
 	l := s.opts.Limits
 	if old == nil && len(s.objects) >= l.MaxObjects {
-		return exceededQuota(res, obj.GetName(), QuotaObjects, "objects", 1, int64(len(s.objects)), int64(l.MaxObjects))
+		return nil, exceededQuota(res, obj.GetName(), QuotaObjects, "objects", 1, int64(len(s.objects)), int64(l.MaxObjects))
 	}
 	grow := size
 	if old != nil {
-		grow -= jsonSize(old.Object)
+		grow -= int64(len(old.raw))
 	}
 	if grow > 0 && s.lim.bytes+grow > l.MaxBytes {
-		return exceededQuota(res, obj.GetName(), QuotaBytes, "bytes", grow, s.lim.bytes, l.MaxBytes)
+		return nil, exceededQuota(res, obj.GetName(), QuotaBytes, "bytes", grow, s.lim.bytes, l.MaxBytes)
 	}
-	return nil
+	return raw, nil
 }
 
 // tooLargeObject is the answer to an object larger than MaxObjectBytes:
@@ -172,102 +170,10 @@ func newInvalid(obj *unstructured.Unstructured, errs field.ErrorList) error {
 func (s *Store) limitsObserve(e event) {
 	switch e.typ {
 	case watch.Added:
-		s.lim.bytes += jsonSize(e.obj.Object)
+		s.lim.bytes += int64(len(e.cur.raw))
 	case watch.Modified:
-		s.lim.bytes += jsonSize(e.obj.Object) - jsonSize(e.prev.Object)
+		s.lim.bytes += int64(len(e.cur.raw)) - int64(len(e.old.raw))
 	case watch.Deleted:
-		s.lim.bytes -= jsonSize(e.prev.Object)
+		s.lim.bytes -= int64(len(e.old.raw))
 	}
-}
-
-// jsonSize is the length of encoding/json's encoding of an unstructured
-// value, counted without encoding it.
-func jsonSize(v any) int64 {
-	var buf [32]byte
-	switch v := v.(type) {
-	case nil:
-		return 4
-	case bool:
-		if v {
-			return 4
-		}
-		return 5
-	case string:
-		return stringSize(v)
-	case int64:
-		return int64(len(strconv.AppendInt(buf[:0], v, 10)))
-	case int:
-		return int64(len(strconv.AppendInt(buf[:0], int64(v), 10)))
-	case int32:
-		return int64(len(strconv.AppendInt(buf[:0], int64(v), 10)))
-	case float64:
-		return floatSize(buf[:0], v)
-	case map[string]any:
-		n := int64(2 + max(len(v)-1, 0))
-		for k, e := range v {
-			n += stringSize(k) + 1 + jsonSize(e)
-		}
-		return n
-	case []any:
-		n := int64(2 + max(len(v)-1, 0))
-		for _, e := range v {
-			n += jsonSize(e)
-		}
-		return n
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return 0
-		}
-		return int64(len(b))
-	}
-}
-
-// floatSize follows encoding/json's float format.
-func floatSize(b []byte, f float64) int64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	n := len(b)
-	if format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-		n-- // e-07 is written e-7
-	}
-	return int64(n)
-}
-
-// stringSize is a JSON string's length with encoding/json's escapes
-// (HTML characters, control characters, invalid UTF-8, U+2028 and U+2029).
-func stringSize(s string) int64 {
-	n := int64(2)
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 6
-		case r == '\u2028' || r == '\u2029':
-			n += 6
-		default:
-			n += int64(size)
-		}
-		i += size
-	}
-	return n
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -18,20 +19,32 @@ func configMap(name string, data string) *unstructured.Unstructured {
 	return u
 }
 
-func TestJSONSizeIsTheEncodedLength(t *testing.T) {
+func TestBytesAreTheEncodedLength(t *testing.T) {
 	g := NewWithT(t)
+	s := New(Options{InitialNamespaces: []string{"default"}})
 	values := []any{
 		nil, true, false, "", "plain", `quo"te\back`, "<html>&amp;", "tab\tnew\nline\r\b\f\x01\x1f",
-		"héllo wörld ✓", "\u2028\u2029", "bad \xff utf8", int64(0), int64(-42), int64(math.MaxInt64),
+		"héllo wörld ✓", "\u2028\u2029", int64(0), int64(-42), int64(math.MaxInt64),
 		1.5, 0.1, 1e-7, 1e21, 123456789.125, -0.000001, 1e20,
 		map[string]any{}, []any{}, []any{int64(1), "a", nil, map[string]any{"k<": []any{}}},
 		map[string]any{"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "b", "c&": "d"}}, "n": 2.5},
 	}
-	for _, v := range values {
-		b, err := json.Marshal(v)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(jsonSize(v)).To(Equal(int64(len(b))), "%s", b)
+	for i, v := range values {
+		cm := configMap(fmt.Sprintf("cm%d", i), "")
+		cm.Object["data"] = map[string]any{"v": v}
+		create(g, s, configMaps, cm)
 	}
+	var want int64
+	for _, res := range []Resource{Namespaces, configMaps} {
+		items, _, err := s.List(res, "", ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, item := range items {
+			b, err := json.Marshal(item.Object)
+			g.Expect(err).NotTo(HaveOccurred())
+			want += int64(len(b))
+		}
+	}
+	g.Expect(s.Usage().Bytes).To(Equal(want))
 }
 
 func TestAnObjectLargerThanEtcdTakesIsRefused(t *testing.T) {

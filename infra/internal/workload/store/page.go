@@ -63,40 +63,47 @@ func (s *Store) ListPage(res Resource, namespace string, opts ListOptions, limit
 	if tok != nil && s.changedSince(res, tok.RV) {
 		return nil, errContinueExpired()
 	}
-	items, rv, err := s.listLocked(res, namespace, opts)
-	if err != nil {
+	if err := s.checkListRV(opts); err != nil {
 		return nil, err
 	}
+	keys := s.matchingLocked(res, namespace, opts)
+	rv := strconv.FormatUint(s.rv, 10)
 	if tok != nil {
 		rv = strconv.FormatUint(tok.RV, 10)
 		start := 0
-		for start < len(items) && !after(items[start], tok) {
+		for start < len(keys) && !after(keys[start], tok) {
 			start++
 		}
-		items = items[start:]
+		keys = keys[start:]
 	}
-	page := &Page{Items: items, ResourceVersion: rv}
-	if limit > 0 && int64(len(items)) > limit {
-		last := items[limit-1]
+	page := &Page{ResourceVersion: rv}
+	if limit > 0 && int64(len(keys)) > limit {
+		last := keys[limit-1]
 		listRV, _ := strconv.ParseUint(rv, 10, 64)
-		raw, err := json.Marshal(continueToken{RV: listRV, Namespace: last.GetNamespace(), Name: last.GetName()})
+		raw, err := json.Marshal(continueToken{RV: listRV, Namespace: last.namespace, Name: last.name})
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("failed to encode the continue token: %w", err))
 		}
-		remaining := int64(len(items)) - limit
-		page.Items = items[:limit]
+		remaining := int64(len(keys)) - limit
+		keys = keys[:limit]
 		page.Continue = base64.RawURLEncoding.EncodeToString(raw)
 		page.RemainingItemCount = &remaining
+	}
+	if len(keys) > 0 {
+		page.Items = make([]*unstructured.Unstructured, len(keys))
+		for i, k := range keys {
+			page.Items[i] = s.objects[k].decode()
+		}
 	}
 	return page, nil
 }
 
-// after says the object sorts after the token's last key.
-func after(obj *unstructured.Unstructured, tok *continueToken) bool {
-	if obj.GetNamespace() != tok.Namespace {
-		return obj.GetNamespace() > tok.Namespace
+// after says the key sorts after the token's last key.
+func after(k key, tok *continueToken) bool {
+	if k.namespace != tok.Namespace {
+		return k.namespace > tok.Namespace
 	}
-	return obj.GetName() > tok.Name
+	return k.name > tok.Name
 }
 
 // changedSince says whether an object of the resource changed after rv, or

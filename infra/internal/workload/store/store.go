@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,12 +120,16 @@ type key struct {
 
 // event is one change, as kept in the history.
 type event struct {
-	typ  watch.EventType
-	res  Resource
-	obj  *unstructured.Unstructured // after the change (for deletions: the last state, with the deletion's resourceVersion)
-	prev *unstructured.Unstructured // before the change; nil for additions
-	rv   uint64
-	at   time.Time // when the change was made, for Options.HistoryAge
+	typ       watch.EventType
+	res       Resource
+	namespace string
+	cur       *entry // after the change (for deletions: the last state, with the deletion's resourceVersion)
+	old       *entry // before the change; nil for additions
+	// obj and prev are cur and old decoded, as the write made them: live
+	// watchers and observers share them; the history keeps only entries.
+	obj, prev *unstructured.Unstructured
+	rv        uint64
+	at        time.Time // when the change was made, for Options.HistoryAge
 }
 
 // Store holds the objects of one workload cluster. It is safe for concurrent use.
@@ -133,7 +138,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	rv      uint64
-	objects map[key]*unstructured.Unstructured
+	objects map[key]*entry
 	// perNamespace counts the objects in each namespace, for namespace deletion.
 	perNamespace map[string]int
 	// history is a ring of the latest changes, grown up to HistorySize.
@@ -183,22 +188,26 @@ func New(opts Options) *Store {
 		opts:         opts,
 		rv:           opts.InitialResourceVersion,
 		floor:        opts.InitialResourceVersion,
-		objects:      map[key]*unstructured.Unstructured{},
+		objects:      map[key]*entry{},
 		perNamespace: map[string]int{},
 		watchers:     map[*watcher]struct{}{},
 	}
 	s.gc.init(opts.Collector)
 	s.mu.Lock()
 	for _, r := range opts.Restored {
-		s.objects[keyOf(r.Resource, r.Object.GetNamespace(), r.Object.GetName())] = r.Object
+		e := newEntry(r.Object, nil)
+		s.objects[keyOf(r.Resource, r.Object.GetNamespace(), r.Object.GetName())] = e
 		if r.Resource.Namespaced {
 			s.perNamespace[r.Object.GetNamespace()]++
 		}
-		s.lim.bytes += jsonSize(r.Object.Object)
+		s.lim.bytes += int64(len(e.raw))
 	}
 	// What a restart interrupted (a dependent whose owner went, an owner
 	// deleted in the foreground or orphaning) is queued again.
 	s.gcRestore(opts.Restored)
+	// The store keeps them encoded: holding the decoded ones too would
+	// undo what that saves.
+	s.opts.Restored = nil
 	s.mu.Unlock()
 	for _, name := range opts.InitialNamespaces {
 		ns := &unstructured.Unstructured{}
@@ -231,11 +240,11 @@ func keyOf(res Resource, namespace, name string) key {
 func (s *Store) Get(res Resource, namespace, name string) (*unstructured.Unstructured, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	obj, ok := s.objects[keyOf(res, namespace, name)]
+	e, ok := s.objects[keyOf(res, namespace, name)]
 	if !ok {
 		return nil, apierrors.NewNotFound(res.GroupResource(), name)
 	}
-	return obj.DeepCopy(), nil
+	return e.decode(), nil
 }
 
 // Create stores a new object and returns it as stored. A name is generated
@@ -265,7 +274,7 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...Writ
 		if !ok {
 			return nil, apierrors.NewNotFound(Namespaces.GroupResource(), obj.GetNamespace())
 		}
-		if ns.GetDeletionTimestamp() != nil {
+		if ns.deleting {
 			return nil, apierrors.NewForbidden(res.GroupResource(), obj.GetName(),
 				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", obj.GetNamespace()))
 		}
@@ -297,7 +306,8 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...Writ
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetResourceVersion(strconv.FormatUint(s.rv+1, 10))
-	if err := s.admitLocked(res, obj, nil); err != nil {
+	raw, err := s.admitLocked(res, obj, nil)
+	if err != nil {
 		return nil, err
 	}
 	if wo.dryRun {
@@ -306,11 +316,12 @@ func (s *Store) Create(res Resource, in *unstructured.Unstructured, opts ...Writ
 		return obj, nil
 	}
 	s.rv++
-	s.objects[k] = obj
+	e := newEntry(obj, raw)
+	s.objects[k] = e
 	if res.Namespaced {
 		s.perNamespace[obj.GetNamespace()]++
 	}
-	s.emit(event{typ: watch.Added, res: res, obj: obj, rv: s.rv})
+	s.emit(event{typ: watch.Added, res: res, namespace: k.namespace, cur: e, obj: obj, rv: s.rv})
 	return obj.DeepCopy(), nil
 }
 
@@ -347,10 +358,11 @@ func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...Writ
 	defer s.mu.Unlock()
 
 	k := keyOf(res, obj.GetNamespace(), obj.GetName())
-	old, ok := s.objects[k]
+	oldEntry, ok := s.objects[k]
 	if !ok {
 		return nil, apierrors.NewNotFound(res.GroupResource(), obj.GetName())
 	}
+	old := oldEntry.decode()
 	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
 		return nil, conflict(res, obj.GetName())
 	}
@@ -383,30 +395,37 @@ func (s *Store) Update(res Resource, in *unstructured.Unstructured, opts ...Writ
 		return obj, nil
 	}
 	obj.SetResourceVersion(strconv.FormatUint(s.rv+1, 10))
-	if err := s.admitLocked(res, obj, old); err != nil {
+	raw, err := s.admitLocked(res, obj, oldEntry)
+	if err != nil {
 		return nil, err
 	}
 	if wo.dryRun {
 		obj.SetResourceVersion(old.GetResourceVersion())
 		return obj, nil
 	}
-	out, _ := s.replaceLocked(res, k, old, obj)
+	out, _, _ := s.replaceLocked(res, k, oldEntry, old, obj, raw)
 	return out.DeepCopy(), nil
 }
 
-// replaceLocked stores obj in old's place at the next resourceVersion; an
-// object being deleted that nothing holds any more goes. It returns obj
-// and whether it is gone.
-func (s *Store) replaceLocked(res Resource, k key, old, obj *unstructured.Unstructured) (*unstructured.Unstructured, bool) {
+// replaceLocked stores obj in the place of the stored old (oldObj
+// decoded) at the next resourceVersion; an object being deleted that
+// nothing holds any more goes. raw is obj's encoding already made at that
+// resourceVersion, or nil. It returns obj, its entry and whether it is
+// gone.
+func (s *Store) replaceLocked(res Resource, k key, old *entry, oldObj, obj *unstructured.Unstructured, raw []byte) (*unstructured.Unstructured, *entry, bool) {
 	s.rv++
-	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	if obj.GetDeletionTimestamp() != nil && s.removable(res, obj) {
-		s.remove(res, k, obj, old)
-		return obj, true
+	if rv := strconv.FormatUint(s.rv, 10); obj.GetResourceVersion() != rv {
+		obj.SetResourceVersion(rv)
+		raw = nil
 	}
-	s.objects[k] = obj
-	s.emit(event{typ: watch.Modified, res: res, obj: obj, prev: old, rv: s.rv})
-	return obj, false
+	if obj.GetDeletionTimestamp() != nil && s.removable(res, obj) {
+		s.remove(res, k, obj, old, oldObj)
+		return obj, nil, true
+	}
+	e := newEntry(obj, raw)
+	s.objects[k] = e
+	s.emit(event{typ: watch.Modified, res: res, namespace: k.namespace, cur: e, old: old, obj: obj, prev: oldObj, rv: s.rv})
+	return obj, e, false
 }
 
 func withoutMetaAndStatus(obj *unstructured.Unstructured) map[string]any {
@@ -441,10 +460,11 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 	defer s.mu.Unlock()
 
 	k := keyOf(res, namespace, name)
-	old, ok := s.objects[k]
+	oldEntry, ok := s.objects[k]
 	if !ok {
 		return nil, false, apierrors.NewNotFound(res.GroupResource(), name)
 	}
+	old := oldEntry.decode()
 	if pre.UID != "" && pre.UID != old.GetUID() {
 		return nil, false, apierrors.NewConflict(res.GroupResource(), name,
 			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", pre.UID, old.GetUID()))
@@ -454,7 +474,7 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", pre.ResourceVersion, old.GetResourceVersion()))
 	}
 	if wo.dryRun {
-		obj := old.DeepCopy()
+		obj := old
 		if fins, changed := gcFinalizers(obj.GetFinalizers(), wo.propagation); changed {
 			obj.SetFinalizers(fins)
 		}
@@ -463,7 +483,7 @@ func (s *Store) Delete(res Resource, namespace, name string, pre Preconditions, 
 		}
 		return obj, s.removable(res, obj) && res != Namespaces, nil
 	}
-	obj, gone := s.deleteLockedGrace(res, k, old, wo.propagation, wo.grace)
+	obj, gone := s.deleteLockedGrace(res, k, oldEntry, old, wo.propagation, wo.grace)
 	return obj.DeepCopy(), gone, nil
 }
 
@@ -522,14 +542,15 @@ func (s *Store) markDeleted(obj *unstructured.Unstructured, grace *int64) {
 	obj.SetDeletionGracePeriodSeconds(&seconds)
 }
 
-// deleteLocked deletes (or marks) the stored object old; policy nil keeps
-// the GC finalizer it has.
-func (s *Store) deleteLocked(res Resource, k key, old *unstructured.Unstructured, policy *metav1.DeletionPropagation) (*unstructured.Unstructured, bool) {
-	return s.deleteLockedGrace(res, k, old, policy, nil)
+// deleteLocked deletes (or marks) the stored object oldEntry, old
+// decoded; policy nil keeps the GC finalizer it has. The object returned
+// may be shared with watchers.
+func (s *Store) deleteLocked(res Resource, k key, oldEntry *entry, old *unstructured.Unstructured, policy *metav1.DeletionPropagation) (*unstructured.Unstructured, bool) {
+	return s.deleteLockedGrace(res, k, oldEntry, old, policy, nil)
 }
 
 // deleteLockedGrace is deleteLocked with a grace period (GracePeriod).
-func (s *Store) deleteLockedGrace(res Resource, k key, old *unstructured.Unstructured, policy *metav1.DeletionPropagation, grace *int64) (*unstructured.Unstructured, bool) {
+func (s *Store) deleteLockedGrace(res Resource, k key, oldEntry *entry, old *unstructured.Unstructured, policy *metav1.DeletionPropagation, grace *int64) (*unstructured.Unstructured, bool) {
 	isNamespace := res == Namespaces
 	finalizers, changed := gcFinalizers(old.GetFinalizers(), policy)
 	if old.GetDeletionTimestamp() == nil {
@@ -544,15 +565,16 @@ func (s *Store) deleteLockedGrace(res Resource, k key, old *unstructured.Unstruc
 		s.rv++
 		obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
 		if s.removable(res, obj) && !isNamespace {
-			s.remove(res, k, obj, old)
+			s.remove(res, k, obj, oldEntry, old)
 			return obj, true
 		}
-		s.objects[k] = obj
-		s.emit(event{typ: watch.Modified, res: res, obj: obj, prev: old, rv: s.rv})
+		e := newEntry(obj, nil)
+		s.objects[k] = e
+		s.emit(event{typ: watch.Modified, res: res, namespace: k.namespace, cur: e, old: oldEntry, obj: obj, prev: old, rv: s.rv})
 		if isNamespace {
 			s.deleteNamespaceContent(k.name)
 			if cur, ok := s.objects[k]; ok {
-				return cur, false
+				return cur.decode(), false
 			}
 			return obj, true
 		}
@@ -567,7 +589,8 @@ func (s *Store) deleteLockedGrace(res Resource, k key, old *unstructured.Unstruc
 		if shortens(old, grace) {
 			s.markDeleted(obj, grace)
 		}
-		return s.replaceLocked(res, k, old, obj)
+		out, _, gone := s.replaceLocked(res, k, oldEntry, old, obj, nil)
+		return out, gone
 	}
 	return old, false
 }
@@ -584,8 +607,8 @@ func (s *Store) deleteNamespaceContent(namespace string) {
 	}
 	for _, k := range inside {
 		res := Resource{Group: k.group, Resource: k.resource, Namespaced: true}
-		if obj, ok := s.objects[k]; ok {
-			s.deleteLocked(res, k, obj, ptrTo(metav1.DeletePropagationBackground))
+		if e, ok := s.objects[k]; ok {
+			s.deleteLocked(res, k, e, e.decode(), ptrTo(metav1.DeletePropagationBackground))
 		}
 	}
 	s.finishNamespace(namespace)
@@ -605,11 +628,12 @@ func (s *Store) removable(res Resource, obj *unstructured.Unstructured) bool {
 	return true
 }
 
-// remove drops the object (already given its deletion resourceVersion) and
-// finishes a terminating namespace it was the last content of.
-func (s *Store) remove(res Resource, k key, obj, old *unstructured.Unstructured) {
+// remove drops the object (already given its deletion resourceVersion),
+// stored as old (oldObj decoded), and finishes a terminating namespace it
+// was the last content of.
+func (s *Store) remove(res Resource, k key, obj *unstructured.Unstructured, old *entry, oldObj *unstructured.Unstructured) {
 	delete(s.objects, k)
-	s.emit(event{typ: watch.Deleted, res: res, obj: obj, prev: old, rv: s.rv})
+	s.emit(event{typ: watch.Deleted, res: res, namespace: k.namespace, cur: newEntry(obj, nil), old: old, obj: obj, prev: oldObj, rv: s.rv})
 	if res.Namespaced {
 		s.perNamespace[k.namespace]--
 		if s.perNamespace[k.namespace] <= 0 {
@@ -623,14 +647,18 @@ func (s *Store) remove(res Resource, k key, obj, old *unstructured.Unstructured)
 // has no finalizers.
 func (s *Store) finishNamespace(namespace string) {
 	k := keyOf(Namespaces, "", namespace)
-	ns, ok := s.objects[k]
-	if !ok || ns.GetDeletionTimestamp() == nil || !s.removable(Namespaces, ns) {
+	e, ok := s.objects[k]
+	if !ok || !e.deleting {
+		return
+	}
+	ns := e.decode()
+	if !s.removable(Namespaces, ns) {
 		return
 	}
 	obj := ns.DeepCopy()
 	s.rv++
 	obj.SetResourceVersion(strconv.FormatUint(s.rv, 10))
-	s.remove(Namespaces, k, obj, ns)
+	s.remove(Namespaces, k, obj, e, ns)
 }
 
 // ListOptions select what List returns.
@@ -658,44 +686,56 @@ func (s *Store) List(res Resource, namespace string, opts ListOptions) ([]*unstr
 }
 
 func (s *Store) listLocked(res Resource, namespace string, opts ListOptions) ([]*unstructured.Unstructured, string, error) {
-	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		rv, err := parseRV(opts.ResourceVersion)
-		if err != nil {
-			return nil, "", err
-		}
-		if rv > s.rv {
-			return nil, "", tooLarge(rv, s.rv)
-		}
-		if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && rv != s.rv {
-			return nil, "", apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, s.rv))
-		}
+	if err := s.checkListRV(opts); err != nil {
+		return nil, "", err
 	}
-	w := &watcher{res: res, namespace: namespace, labels: opts.LabelSelector, fields: opts.FieldSelector}
+
 	var items []*unstructured.Unstructured
-	for k, obj := range s.objects {
+	for _, k := range s.matchingLocked(res, namespace, opts) {
+		items = append(items, s.objects[k].decode())
+	}
+	return items, strconv.FormatUint(s.rv, 10), nil
+}
+
+// matchingLocked returns the keys of the objects that match, sorted by
+// namespace and name, so that only what is served is decoded.
+func (s *Store) matchingLocked(res Resource, namespace string, opts ListOptions) []key {
+	w := &watcher{res: res, namespace: namespace, labels: opts.LabelSelector, fields: opts.FieldSelector}
+	var keys []key
+	for k, e := range s.objects {
 		if k.group != res.Group || k.resource != res.Resource {
 			continue
 		}
-		if w.matches(obj) {
-			items = append(items, obj.DeepCopy())
+		if ok, _ := w.matchesStored(k.namespace, e); ok {
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(items, func(a, b *unstructured.Unstructured) int {
-		if a.GetNamespace() != b.GetNamespace() {
-			if a.GetNamespace() < b.GetNamespace() {
-				return -1
-			}
-			return 1
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+func compareKeys(a, b key) int {
+	if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// checkListRV refuses a resourceVersion the store cannot list at.
+func (s *Store) checkListRV(opts ListOptions) error {
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		rv, err := parseRV(opts.ResourceVersion)
+		if err != nil {
+			return err
 		}
-		if a.GetName() < b.GetName() {
-			return -1
+		if rv > s.rv {
+			return tooLarge(rv, s.rv)
 		}
-		if a.GetName() > b.GetName() {
-			return 1
+		if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && rv != s.rv {
+			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, s.rv))
 		}
-		return 0
-	})
-	return items, strconv.FormatUint(s.rv, 10), nil
+	}
+	return nil
 }
 
 func parseRV(v string) (uint64, error) {
@@ -731,11 +771,13 @@ func (s *Store) emit(e event) {
 	}
 	e.at = s.opts.Now()
 	s.trimHistoryLocked(e.at)
+	kept := e
+	kept.obj, kept.prev = nil, nil
 	if len(s.history) < s.opts.HistorySize {
-		s.history = append(s.history, e)
+		s.history = append(s.history, kept)
 	} else {
 		s.floor = s.history[s.histStart].rv
-		s.history[s.histStart] = e
+		s.history[s.histStart] = kept
 		s.histStart = (s.histStart + 1) % len(s.history)
 	}
 	for w := range s.watchers {

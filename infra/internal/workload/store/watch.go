@@ -139,8 +139,14 @@ func (s *Store) openWatch(res Resource, namespace string, opts WatchOptions) (*w
 	switch {
 	case initial:
 		// The current state stands for every change up to now.
-		for k, obj := range s.objects {
-			if k.group == res.Group && k.resource == res.Resource && w.matches(obj) {
+		for k, e := range s.objects {
+			if k.group != res.Group || k.resource != res.Resource {
+				continue
+			}
+			if ok, obj := w.matchesStored(k.namespace, e); ok {
+				if obj == nil {
+					obj = e.decode()
+				}
 				w.queue = append(w.queue, watch.Event{Type: watch.Added, Object: obj})
 			}
 		}
@@ -212,15 +218,42 @@ func (w *watcher) matches(obj *unstructured.Unstructured) bool {
 	return true
 }
 
+// matchesStored is matches for a stored object in namespace, decoding it
+// only for a field selector; it returns the object when it decoded it.
+func (w *watcher) matchesStored(namespace string, e *entry) (bool, *unstructured.Unstructured) {
+	if w.namespace != "" && namespace != w.namespace {
+		return false, nil
+	}
+	if w.labels != nil && !w.labels.Matches(e.labels) {
+		return false, nil
+	}
+	if w.fields != nil {
+		obj := e.decode()
+		return w.fields.Matches(fieldSet(w.res, obj)), obj
+	}
+	return true, nil
+}
+
 // queueEvent turns a change into what this watcher sees: an object that
 // starts matching the selectors is ADDED, one that stops matching is
-// DELETED, as in kube-apiserver.
+// DELETED, as in kube-apiserver. A live change carries its objects
+// decoded; one replayed from the history is decoded for this watcher.
 func (w *watcher) queueEvent(e event) {
 	if e.res.Group != w.res.Group || e.res.Resource != w.res.Resource {
 		return
 	}
-	now := w.matches(e.obj)
-	before := e.prev != nil && w.matches(e.prev)
+	var now, before bool
+	obj := e.obj
+	if obj != nil {
+		now = w.matches(obj)
+		before = e.prev != nil && w.matches(e.prev)
+	} else {
+		now, obj = w.matchesStored(e.namespace, e.cur)
+		before = e.old != nil
+		if before {
+			before, _ = w.matchesStored(e.namespace, e.old)
+		}
+	}
 	var typ watch.EventType
 	switch {
 	case e.typ == watch.Deleted:
@@ -237,7 +270,10 @@ func (w *watcher) queueEvent(e event) {
 	default:
 		return
 	}
-	w.queue = append(w.queue, watch.Event{Type: typ, Object: e.obj})
+	if obj == nil {
+		obj = e.cur.decode()
+	}
+	w.queue = append(w.queue, watch.Event{Type: typ, Object: obj})
 }
 
 // push queues a live change; called with the store's lock held. A watcher
