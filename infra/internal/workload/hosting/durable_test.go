@@ -30,8 +30,8 @@ type heldJournal struct {
 	release chan error    // a Wait returns what it receives
 }
 
-func (heldJournal) Put(store.Resource, *unstructured.Unstructured, uint64) {}
-func (heldJournal) Delete(store.Resource, string, string, uint64)          {}
+func (heldJournal) Put(store.Resource, *unstructured.Unstructured, []byte, uint64) {}
+func (heldJournal) Delete(store.Resource, string, string, uint64)                  {}
 func (j heldJournal) Wait(ctx context.Context) error {
 	j.waiting <- struct{}{}
 	select {

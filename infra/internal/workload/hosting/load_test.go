@@ -23,11 +23,11 @@ import (
 // keptJournal keeps nothing; every write is kept at once.
 type keptJournal struct{}
 
-func (keptJournal) Put(store.Resource, *unstructured.Unstructured, uint64) {}
-func (keptJournal) Delete(store.Resource, string, string, uint64)          {}
-func (keptJournal) Wait(context.Context) error                             { return nil }
-func (keptJournal) Close() error                                           { return nil }
-func (keptJournal) Discard() error                                         { return nil }
+func (keptJournal) Put(store.Resource, *unstructured.Unstructured, []byte, uint64) {}
+func (keptJournal) Delete(store.Resource, string, string, uint64)                  {}
+func (keptJournal) Wait(context.Context) error                                     { return nil }
+func (keptJournal) Close() error                                                   { return nil }
+func (keptJournal) Discard() error                                                 { return nil }
 
 // gatedJournals holds every Open until gate is closed, and counts them.
 type gatedJournals struct {

@@ -54,10 +54,11 @@ type key struct {
 	group, resource, namespace, name string
 }
 
-// live is an object the journal describes, and the size of its line.
+// live is an object the journal describes, as its JSON (shared with the
+// store, which keeps the same encoding), and the size of its line.
 type live struct {
 	res  store.Resource
-	obj  *unstructured.Unstructured
+	raw  []byte
 	rv   uint64
 	size int64
 }
@@ -97,8 +98,12 @@ func Open(opts Options) (*Journal, []store.Restored, error) {
 		return nil, nil, err
 	}
 	restored := make([]store.Restored, 0, len(j.objects))
-	for _, l := range j.objects {
-		restored = append(restored, store.Restored{Resource: l.res, Object: l.obj})
+	for k, l := range j.objects {
+		obj, err := DecodeObject(l.raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("journal %s: %s %s: %w", opts.Path, l.res.Resource, k.name, err)
+		}
+		restored = append(restored, store.Restored{Resource: l.res, Object: obj, Raw: l.raw})
 	}
 	return j, restored, nil
 }
@@ -122,7 +127,7 @@ func (j *Journal) read() error {
 		if err != nil {
 			return fmt.Errorf("failed to read journal %s at line %d: %w", j.opts.Path, n, err)
 		}
-		rec, err := DecodeRecord(line)
+		rec, raw, err := DecodeRecordRaw(line)
 		if err != nil || line[len(line)-1] != '\n' {
 			// Only the last line can be torn (a crash mid-write); a bad
 			// line with more after it is corruption.
@@ -132,7 +137,7 @@ func (j *Journal) read() error {
 			}
 			return fmt.Errorf("journal %s is corrupt at line %d: %v", j.opts.Path, n, err)
 		}
-		j.apply(rec, int64(len(line)))
+		j.apply(rec, raw, int64(len(line)))
 	}
 }
 
@@ -159,7 +164,7 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func (j *Journal) apply(rec Record, size int64) {
+func (j *Journal) apply(rec Record, raw []byte, size int64) {
 	k := key{group: rec.Group, resource: rec.Resource, namespace: rec.Namespace, name: rec.Name}
 	if old, ok := j.objects[k]; ok {
 		j.liveLen -= old.size
@@ -169,22 +174,25 @@ func (j *Journal) apply(rec Record, size int64) {
 		return
 	}
 	res := rec.StoreResource()
-	j.objects[k] = live{res: res, obj: &unstructured.Unstructured{Object: rec.Object}, rv: rec.RV, size: size}
+	j.objects[k] = live{res: res, raw: raw, rv: rec.RV, size: size}
 	j.liveLen += size
 }
 
 // Put implements store.Journal.
-func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, rv uint64) {
-	j.append(PutRecord(res, obj, rv))
+func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, raw []byte, rv uint64) {
+	line, err := EncodePut(res, obj.GetNamespace(), obj.GetName(), raw, rv)
+	j.append(PutRecord(res, obj, rv), raw, line, err)
 }
 
 // Delete implements store.Journal.
 func (j *Journal) Delete(res store.Resource, namespace, name string, rv uint64) {
-	j.append(DeleteRecord(res, namespace, name, rv))
+	rec := DeleteRecord(res, namespace, name, rv)
+	line, err := json.Marshal(rec)
+	j.append(rec, nil, line, err)
 }
 
-func (j *Journal) append(rec Record) {
-	line, err := json.Marshal(rec)
+// append writes the line of rec (raw: its object's JSON), or logs err.
+func (j *Journal) append(rec Record, raw, line []byte, err error) {
 	if err != nil {
 		j.opts.Log.Error(err, "Failed to encode a workload object for its journal", "journal", j.opts.Path, "name", rec.Name)
 		return
@@ -196,10 +204,9 @@ func (j *Journal) append(rec Record) {
 		return
 	}
 	if rec.Deleted {
-		j.apply(rec, 0)
+		j.apply(rec, nil, 0)
 	} else {
-		j.apply(Record{RV: rec.RV, Group: rec.Group, Resource: rec.Resource, Namespaced: rec.Namespaced,
-			Namespace: rec.Namespace, Name: rec.Name, Object: rec.Object}, int64(len(line)))
+		j.apply(rec, raw, int64(len(line)))
 	}
 	if _, err := j.f.Write(line); err != nil {
 		if !j.failed {
@@ -228,10 +235,7 @@ func (j *Journal) rewrite() error {
 	w := bufio.NewWriterSize(f, 256<<10)
 	var size int64
 	for k, l := range j.objects {
-		line, err := json.Marshal(Record{
-			RV: l.rv, Group: l.res.Group, Resource: l.res.Resource, Namespaced: l.res.Namespaced,
-			Namespace: k.namespace, Name: k.name, Object: l.obj.Object,
-		})
+		line, err := EncodePut(l.res, k.namespace, k.name, l.raw, l.rv)
 		if err != nil {
 			_ = f.Close()
 			return fmt.Errorf("failed to encode %s %s for journal %s: %w", l.res.Resource, k.name, j.opts.Path, err)

@@ -44,13 +44,46 @@ func (r Record) StoreResource() store.Resource {
 	return store.Resource{Group: r.Group, Resource: r.Resource, Namespaced: r.Namespaced}
 }
 
+// encodedRecord is a Record whose object is already JSON: the object's
+// field hides the embedded one, so the line is what Record makes.
+type encodedRecord struct {
+	Record
+	Object json.RawMessage `json:"object,omitempty"`
+}
+
+// EncodePut is the line (without its newline) of the record of the
+// object stored at rv whose JSON is raw (store.Journal.Put's): the store's
+// encoding is written as it is, not decoded and encoded again.
+func EncodePut(res store.Resource, namespace, name string, raw []byte, rv uint64) ([]byte, error) {
+	return json.Marshal(encodedRecord{Record: Record{
+		RV: rv, Group: res.Group, Resource: res.Resource, Namespaced: res.Namespaced,
+		Namespace: namespace, Name: name,
+	}, Object: raw})
+}
+
+// DecodeRecordRaw reads a line as DecodeRecord does, leaving the object
+// as its JSON, which journals keep rather than the decoded maps.
+func DecodeRecordRaw(line []byte) (Record, json.RawMessage, error) {
+	var raw encodedRecord
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return Record{}, nil, err
+	}
+	return raw.Record, raw.Object, nil
+}
+
+// DecodeObject decodes an object's JSON as DecodeRecord does.
+func DecodeObject(raw []byte) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(raw, &obj.Object); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
 // DecodeRecord reads a line with Kubernetes' JSON rules for objects:
 // whole numbers are int64, as unstructured objects hold them.
 func DecodeRecord(line []byte) (Record, error) {
-	var raw struct {
-		Record
-		Object json.RawMessage `json:"object,omitempty"`
-	}
+	var raw encodedRecord
 	if err := json.Unmarshal(line, &raw); err != nil {
 		return Record{}, err
 	}

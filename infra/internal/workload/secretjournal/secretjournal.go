@@ -98,10 +98,13 @@ type key struct {
 	group, resource, namespace, name string
 }
 
+// live is an object kept, as its JSON: the store's encoding, shared with
+// it.
 type live struct {
-	res store.Resource
-	obj *unstructured.Unstructured
-	rv  uint64
+	res             store.Resource
+	namespace, name string
+	raw             []byte
+	rv              uint64
 }
 
 // Journal is one cluster's state in Secrets. It implements store.Journal;
@@ -172,7 +175,11 @@ func Open(ctx context.Context, opts Options) (*Journal, []store.Restored, uint64
 	}
 	restored := make([]store.Restored, 0, len(j.objects))
 	for _, l := range j.objects {
-		restored = append(restored, store.Restored{Resource: l.res, Object: l.obj})
+		obj, err := journal.DecodeObject(l.raw)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("failed to decode %s %s/%s of the state of %s: %w", l.res.Resource, l.namespace, l.name, opts.Cluster, err)
+		}
+		restored = append(restored, store.Restored{Resource: l.res, Object: obj, Raw: l.raw})
 	}
 	go j.run()
 	return j, restored, j.lastRV, nil
@@ -247,11 +254,11 @@ func (j *Journal) replay(r io.Reader) error {
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			rec, decErr := journal.DecodeRecord(line)
+			rec, raw, decErr := journal.DecodeRecordRaw(line)
 			if decErr != nil {
 				return fmt.Errorf("line %d: %w", n, decErr)
 			}
-			j.apply(rec)
+			j.apply(rec, raw)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -262,7 +269,7 @@ func (j *Journal) replay(r io.Reader) error {
 	}
 }
 
-func (j *Journal) apply(rec journal.Record) {
+func (j *Journal) apply(rec journal.Record, raw []byte) {
 	k := key{group: rec.Group, resource: rec.Resource, namespace: rec.Namespace, name: rec.Name}
 	if rec.RV > j.lastRV {
 		j.lastRV = rec.RV
@@ -272,21 +279,24 @@ func (j *Journal) apply(rec journal.Record) {
 		return
 	}
 	res := rec.StoreResource()
-	j.objects[k] = live{res: res, obj: &unstructured.Unstructured{Object: rec.Object}, rv: rec.RV}
+	j.objects[k] = live{res: res, namespace: rec.Namespace, name: rec.Name, raw: raw, rv: rec.RV}
 }
 
 // Put implements store.Journal.
-func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, rv uint64) {
-	j.record(journal.PutRecord(res, obj, rv))
+func (j *Journal) Put(res store.Resource, obj *unstructured.Unstructured, raw []byte, rv uint64) {
+	line, err := journal.EncodePut(res, obj.GetNamespace(), obj.GetName(), raw, rv)
+	j.record(journal.PutRecord(res, obj, rv), raw, line, err)
 }
 
 // Delete implements store.Journal.
 func (j *Journal) Delete(res store.Resource, namespace, name string, rv uint64) {
-	j.record(journal.DeleteRecord(res, namespace, name, rv))
+	rec := journal.DeleteRecord(res, namespace, name, rv)
+	line, err := json.Marshal(rec)
+	j.record(rec, nil, line, err)
 }
 
-func (j *Journal) record(rec journal.Record) {
-	line, err := json.Marshal(rec)
+// record queues the line of rec (raw: its object's JSON), or logs err.
+func (j *Journal) record(rec journal.Record, raw, line []byte, err error) {
 	if err != nil {
 		j.log.Error(err, "Failed to encode a workload object for its state", "name", rec.Name)
 		return
@@ -296,7 +306,7 @@ func (j *Journal) record(rec journal.Record) {
 		j.mu.Unlock()
 		return
 	}
-	j.apply(rec)
+	j.apply(rec, raw)
 	j.pending = append(append(j.pending, line...), '\n')
 	j.seq++
 	j.mu.Unlock()
@@ -500,9 +510,9 @@ func (j *Journal) writeSnapshot(ctx context.Context, objects []live, rv uint64) 
 		return err
 	}
 	for _, l := range objects {
-		line, err := json.Marshal(journal.PutRecord(l.res, l.obj, l.rv))
+		line, err := journal.EncodePut(l.res, l.namespace, l.name, l.raw, l.rv)
 		if err != nil {
-			return fmt.Errorf("failed to encode %s %s: %w", l.res.Resource, l.obj.GetName(), err)
+			return fmt.Errorf("failed to encode %s %s: %w", l.res.Resource, l.name, err)
 		}
 		_, _ = zw.Write(append(line, '\n'))
 	}
@@ -536,7 +546,7 @@ func (j *Journal) writeSnapshot(ctx context.Context, objects []live, rv uint64) 
 }
 
 func sortKey(l live) string {
-	return l.res.Group + "/" + l.res.Resource + "/" + l.obj.GetNamespace() + "/" + l.obj.GetName()
+	return l.res.Group + "/" + l.res.Resource + "/" + l.namespace + "/" + l.name
 }
 
 // putChunk creates a chunk, replacing one a killed compaction left.

@@ -102,8 +102,10 @@ type Options struct {
 // Journal records a store's changes where they outlive the process.
 type Journal interface {
 	// Put records obj (stored at resourceVersion rv) as res's current
-	// state of its key. obj is never modified afterwards.
-	Put(res Resource, obj *unstructured.Unstructured, rv uint64)
+	// state of its key; raw is obj's JSON, as the store keeps it. Neither
+	// is ever modified afterwards: a journal that keeps raw shares the
+	// store's memory, where keeping obj would double it.
+	Put(res Resource, obj *unstructured.Unstructured, raw []byte, rv uint64)
 	// Delete records that res's object namespace/name is gone at rv.
 	Delete(res Resource, namespace, name string, rv uint64)
 }
@@ -112,6 +114,9 @@ type Journal interface {
 type Restored struct {
 	Resource Resource
 	Object   *unstructured.Unstructured
+	// Raw, when set, is Object's JSON, which the store keeps as it is
+	// (sharing it with the journal) instead of encoding Object again.
+	Raw []byte
 }
 
 type key struct {
@@ -195,7 +200,7 @@ func New(opts Options) *Store {
 	s.gc.init(opts.Collector)
 	s.mu.Lock()
 	for _, r := range opts.Restored {
-		e := newEntry(r.Object, nil)
+		e := newEntry(r.Object, r.Raw)
 		s.objects[keyOf(r.Resource, r.Object.GetNamespace(), r.Object.GetName())] = e
 		if r.Resource.Namespaced {
 			s.perNamespace[r.Object.GetNamespace()]++
@@ -766,7 +771,7 @@ func (s *Store) emit(e event) {
 		if e.typ == watch.Deleted {
 			j.Delete(e.res, e.obj.GetNamespace(), e.obj.GetName(), e.rv)
 		} else {
-			j.Put(e.res, e.obj, e.rv)
+			j.Put(e.res, e.obj, e.cur.raw, e.rv)
 		}
 	}
 	e.at = s.opts.Now()
