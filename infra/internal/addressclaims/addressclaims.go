@@ -16,9 +16,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -118,7 +122,13 @@ func Reconcile(ctx context.Context, c client.Client, mm *v1alpha1.MonolithMachin
 		address := &ipamv1.IPAddress{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: claim.Status.AddressRef.Name}, address); err != nil {
 			if apierrors.IsNotFound(err) {
+				// Bound, but the address is not in our cache yet: its own
+				// event brings the machine back (MachineOfAddress).
 				pending++
+				if blocked == nil {
+					blocked = &metav1.Condition{Reason: v1alpha1.WaitingForIPAddressesReason,
+						Message: fmt.Sprintf("IPAddressClaim %s: bound to IPAddress %s, not found yet", claim.Name, claim.Status.AddressRef.Name)}
+				}
 				continue
 			}
 			return Result{}, fmt.Errorf("failed to get IPAddress %s: %w", claim.Status.AddressRef.Name, err)
@@ -239,4 +249,31 @@ func removeFinalizer(ctx context.Context, c client.Client, claim *ipamv1.IPAddre
 		return fmt.Errorf("failed to remove our finalizer from IPAddressClaim %s: %w", claim.Name, err)
 	}
 	return nil
+}
+
+// MachineOfAddress maps an IPAddress to the MonolithMachine whose claim it
+// fulfils, through the claim's controller reference. An IPAM provider
+// creates the address, then binds the claim to it; the two reach our cache
+// through different watches, so a machine can see its claim bound before
+// the address is in the cache. The address's own event brings the machine
+// back then: nothing else would.
+func MachineOfAddress(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		address, ok := o.(*ipamv1.IPAddress)
+		if !ok || address.Spec.ClaimRef.Name == "" {
+			return nil
+		}
+		claim := &ipamv1.IPAddressClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, claim); err != nil {
+			return nil
+		}
+		ref := metav1.GetControllerOf(claim)
+		if ref == nil || ref.Kind != "MonolithMachine" {
+			return nil
+		}
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != v1alpha1.GroupVersion.Group {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: address.Namespace, Name: ref.Name}}}
+	}
 }

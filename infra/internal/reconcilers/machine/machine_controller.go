@@ -28,6 +28,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/contracts/watch"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
+	"github.com/capi-monolith/capi-monolith/infra/internal/addressclaims"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/tasks"
 )
@@ -94,6 +95,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.Cluster{}, clusterToMachines,
 			builder.WithPredicates(watch.ClusterEventsOrInfrastructureProvisioned(mgr.GetScheme(), log, r.WatchFilterValue))).
 		Owns(&ipamv1.IPAddressClaim{}).
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(addressclaims.MachineOfAddress(mgr.GetClient()))).
 		WatchesRawSource(r.Tasks.Source()).
 		Build(scaffold)
 	if err != nil {

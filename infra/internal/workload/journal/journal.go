@@ -90,16 +90,24 @@ func Open(opts Options) (*Journal, []store.Restored, error) {
 		return nil, nil, fmt.Errorf("failed to create the folder of journal %s: %w", opts.Path, err)
 	}
 	j := &Journal{opts: opts, objects: map[key]live{}}
-	if err := j.read(); err != nil {
+	torn, err := j.read()
+	if err != nil {
 		return nil, nil, err
 	}
-	// Start from a compact file: the history before this start is no use.
-	if err := j.rewrite(); err != nil {
+	// Start from a compact file: the history before this start is no use,
+	// and a torn last line must not have the next change appended to it.
+	// A journal closed cleanly is compact already and is only reopened.
+	if torn || j.size != j.liveLen {
+		err = j.rewrite()
+	} else {
+		err = j.reopen()
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	restored := make([]store.Restored, 0, len(j.objects))
 	for k, l := range j.objects {
-		obj, err := DecodeObject(l.raw)
+		obj, err := DecodeMeta(l.raw)
 		if err != nil {
 			return nil, nil, fmt.Errorf("journal %s: %s %s: %w", opts.Path, l.res.Resource, k.name, err)
 		}
@@ -108,24 +116,26 @@ func Open(opts Options) (*Journal, []store.Restored, error) {
 	return j, restored, nil
 }
 
-// read replays the file into j.objects.
-func (j *Journal) read() error {
+// read replays the file into j.objects, counting its bytes in j.size. It
+// says whether the last line was torn.
+func (j *Journal) read() (torn bool, err error) {
 	f, err := os.Open(j.opts.Path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to open journal %s: %w", j.opts.Path, err)
+		return false, fmt.Errorf("failed to open journal %s: %w", j.opts.Path, err)
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
+	var buf bytes.Buffer
 	for n := 1; ; n++ {
-		line, err := readLine(r)
+		line, err := readLine(r, &buf)
 		if errors.Is(err, io.EOF) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("failed to read journal %s at line %d: %w", j.opts.Path, n, err)
+			return false, fmt.Errorf("failed to read journal %s at line %d: %w", j.opts.Path, n, err)
 		}
 		rec, raw, err := DecodeRecordRaw(line)
 		if err != nil || line[len(line)-1] != '\n' {
@@ -133,18 +143,20 @@ func (j *Journal) read() error {
 			// line with more after it is corruption.
 			if _, peekErr := r.Peek(1); errors.Is(peekErr, io.EOF) {
 				j.opts.Log.Info("Ignoring the torn last line of a workload journal", "journal", j.opts.Path, "line", n)
-				return nil
+				return true, nil
 			}
-			return fmt.Errorf("journal %s is corrupt at line %d: %v", j.opts.Path, n, err)
+			return false, fmt.Errorf("journal %s is corrupt at line %d: %v", j.opts.Path, n, err)
 		}
 		j.apply(rec, raw, int64(len(line)))
+		j.size += int64(len(line))
 	}
 }
 
-// readLine reads one line, newline included (missing on a torn last line),
-// refusing lines over maxLine.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	var buf bytes.Buffer
+// readLine reads one line into buf, newline included (missing on a torn
+// last line), refusing lines over maxLine. The line is valid until the
+// next call.
+func readLine(r *bufio.Reader, buf *bytes.Buffer) ([]byte, error) {
+	buf.Reset()
 	for {
 		chunk, err := r.ReadSlice('\n')
 		buf.Write(chunk)
@@ -255,14 +267,21 @@ func (j *Journal) rewrite() error {
 	if err := os.Rename(tmp, j.opts.Path); err != nil {
 		return fmt.Errorf("failed to replace journal %s: %w", j.opts.Path, err)
 	}
+	j.size, j.liveLen = size, size
+	return j.reopen()
+}
+
+// reopen (re)opens the file for appending; j.mu is held (or j is not
+// shared yet).
+func (j *Journal) reopen() error {
 	if j.f != nil {
 		_ = j.f.Close()
 	}
-	if j.f, err = os.OpenFile(j.opts.Path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+	var err error
+	if j.f, err = os.OpenFile(j.opts.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		j.f = nil
 		return fmt.Errorf("failed to reopen journal %s: %w", j.opts.Path, err)
 	}
-	j.size, j.liveLen = size, size
 	return nil
 }
 

@@ -101,9 +101,20 @@ func TestATornLastLineIsIgnoredAndCorruptionRefused(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.Close()).To(Succeed())
 
-	_, s2 := open(g, path, 0)
+	j2, s2 := open(g, path, 0)
 	_, err = s2.Get(configMaps, "default", "a")
 	g.Expect(err).NotTo(HaveOccurred())
+	// The torn line is gone from the file: the next change is a line of
+	// its own, not glued to it.
+	_, err = s2.Create(configMaps, configMap("c", "3"))
+	g.Expect(err).NotTo(HaveOccurred())
+	s2.Close()
+	g.Expect(j2.Close()).To(Succeed())
+	_, s3 := open(g, path, 0)
+	for _, name := range []string{"a", "c"} {
+		_, err = s3.Get(configMaps, "default", name)
+		g.Expect(err).NotTo(HaveOccurred(), name)
+	}
 
 	data, err := os.ReadFile(path)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -141,6 +152,48 @@ func TestTheJournalIsCompacted(t *testing.T) {
 	value, _, _ := unstructured.NestedString(got.Object, "data", "k")
 	g.Expect(value).To(Equal("1999"), "the last change survives compaction")
 	g.Expect(j.Close()).To(Succeed())
+}
+
+// A journal closed cleanly is compact and is reopened as it is; one left
+// with history (the process was killed) is compacted when opened. Either
+// way what was written is there.
+func TestOpenCompactsOnlyAJournalWithHistory(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "c.journal")
+	j, s := open(g, path, 0)
+	_, err := s.Create(configMaps, configMap("a", "1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	s.Close()
+	g.Expect(j.Close()).To(Succeed())
+	closed, err := os.Stat(path)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	j, s = open(g, path, 0)
+	reopened, err := os.Stat(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.SameFile(closed, reopened)).To(BeTrue(), "a compact journal is not rewritten")
+	obj, err := s.Get(configMaps, "default", "a")
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range 5 {
+		_ = unstructured.SetNestedField(obj.Object, strconv.Itoa(i), "data", "k")
+		obj, err = s.Update(configMaps, obj)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	// Killed: no Close. The file holds six lines of the object.
+	linesOfA := func() int {
+		data, err := os.ReadFile(path)
+		g.Expect(err).NotTo(HaveOccurred())
+		return strings.Count(string(data), `"name":"a","object":`)
+	}
+	g.Expect(linesOfA()).To(Equal(6))
+
+	_, s = open(g, path, 0)
+	g.Expect(linesOfA()).To(Equal(1), "compacted: one line per object")
+	got, err := s.Get(configMaps, "default", "a")
+	g.Expect(err).NotTo(HaveOccurred())
+	value, _, _ := unstructured.NestedString(got.Object, "data", "k")
+	g.Expect(value).To(Equal("4"))
+	g.Expect(got.GetResourceVersion()).To(Equal(obj.GetResourceVersion()))
 }
 
 // A cluster that is gone takes its journal with it.

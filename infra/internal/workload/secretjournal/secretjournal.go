@@ -175,7 +175,7 @@ func Open(ctx context.Context, opts Options) (*Journal, []store.Restored, uint64
 	}
 	restored := make([]store.Restored, 0, len(j.objects))
 	for _, l := range j.objects {
-		obj, err := journal.DecodeObject(l.raw)
+		obj, err := journal.DecodeMeta(l.raw)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("failed to decode %s %s/%s of the state of %s: %w", l.res.Resource, l.namespace, l.name, opts.Cluster, err)
 		}
