@@ -36,7 +36,7 @@ func summary(cfg Config, r Run) *report.Table {
 	}
 	t.Add("Machines Running: p50 / p90 / p99", fmt.Sprintf("%s / %s / %s", seconds(r.Percentile(0.5)), seconds(r.Percentile(0.9)), seconds(r.Percentile(0.99))))
 	t.Add("workload API listeners", fmt.Sprint(r.Endpoints))
-	t.Add("capi-monolith peak RSS (VmHWM, lifetime)", fmt.Sprintf("%.1f MiB", mib(r.End[PartMonolith].Memory.Peak)))
+	t.Add("capi-monolith peak RSS (VmHWM) when every machine ran", fmt.Sprintf("%.1f MiB", mib(r.End[PartMonolith].Memory.Peak)))
 	t.Add("capi-monolith peak RSS before the clusters", fmt.Sprintf("%.1f MiB", mib(r.Start[PartMonolith].Memory.Peak)))
 	t.Add("capi-monolith steady RSS before / after", fmt.Sprintf("%.1f / %.1f MiB", mib(r.Before[PartMonolith]), mib(r.After[PartMonolith])))
 	t.Add("capi-monolith RSS per workload cluster", fmt.Sprintf("%.0f KiB", r.PerCluster(PartMonolith)/1024))
