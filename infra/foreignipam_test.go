@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
-	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
@@ -26,54 +25,12 @@ import (
 func TestMachineUsesAnAddressCreatedAfterItsClaimWasBound(t *testing.T) {
 	g := NewWithT(t)
 	start(t, managertest.Infra())
-	ns, err := env.CreateNamespace(ctx, "infra")
-	g.Expect(err).NotTo(HaveOccurred())
-	n := ns.Name
-
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c"},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "c"}},
-	}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
-	mc := &infrav1.MonolithCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
-		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
-	}
-	mc.OwnerReferences = ownedBy(cluster, "Cluster")
-	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		get(g, mc)
-		g.Expect(mc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-	}, timeout).Should(Succeed())
-	statusPatch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	g.Expect(env.Client.Status().Patch(ctx, cluster, statusPatch)).To(Succeed())
-
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
-	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "c", Version: "v1.36.3",
-			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m-bootstrap")},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithMachine", Name: "m"},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	f := newFixture(t, nil)
 	// A pool of another IPAM provider: nothing in this process serves it.
 	pool := ipamv1.IPPoolReference{APIGroup: "ipam.example.com", Kind: "ExamplePool", Name: "p"}
-	mm := &infrav1.MonolithMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
-		Spec: infrav1.MonolithMachineSpec{
-			Backend:            infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{}},
-			AddressesFromPools: []corev1.TypedLocalObjectReference{{APIGroup: ptr.To(pool.APIGroup), Kind: pool.Kind, Name: pool.Name}},
-		},
-	}
-	mm.OwnerReferences = ownedBy(machine, "Machine")
-	g.Expect(env.Client.Create(ctx, mm)).To(Succeed())
+	mm := f.machine(t, "m", nil, corev1.TypedLocalObjectReference{APIGroup: ptr.To(pool.APIGroup), Kind: pool.Kind, Name: pool.Name})
 
-	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m-0"}}
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "m-0"}}
 	g.Eventually(func(g Gomega) { get(g, claim) }, timeout).Should(Succeed())
 
 	// Bind first, to an address not created yet, and let the machine see it.
@@ -92,7 +49,7 @@ func TestMachineUsesAnAddressCreatedAfterItsClaimWasBound(t *testing.T) {
 	g.Expect(mm.Status.Initialization.Provisioned).To(BeNil())
 
 	address := &ipamv1.IPAddress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "m-0"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "m-0"},
 		Spec: ipamv1.IPAddressSpec{
 			ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
 			PoolRef:  pool,

@@ -52,7 +52,9 @@ func newFixture(t *testing.T, labels map[string]string) fixture {
 	return fixture{ns: ns.Name, cluster: cluster}
 }
 
-func (f fixture) machine(t *testing.T, name string, labels map[string]string) *infrav1.MonolithMachine {
+// machine creates a Machine and its MonolithMachine, which asks for an
+// address from each of pools.
+func (f fixture) machine(t *testing.T, name string, labels map[string]string, pools ...corev1.TypedLocalObjectReference) *infrav1.MonolithMachine {
 	t.Helper()
 	g := NewWithT(t)
 	all := map[string]string{clusterv1.ClusterNameLabel: "c"}
@@ -68,7 +70,8 @@ func (f fixture) machine(t *testing.T, name string, labels map[string]string) *i
 	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
 	mm := &infrav1.MonolithMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: all, OwnerReferences: ownedBy(m, "Machine")},
-		Spec:       infrav1.MonolithMachineSpec{Backend: infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{}}},
+		Spec: infrav1.MonolithMachineSpec{Backend: infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{}},
+			AddressesFromPools: pools},
 	}
 	g.Expect(env.Client.Create(ctx, mm)).To(Succeed())
 	return mm
