@@ -216,8 +216,9 @@ bench-workload: envtest-assets capi-managers ## Benchmark 100 workload clusters 
 
 .PHONY: bench-workload-sbs
 bench-workload-sbs: N ?= 100
-bench-workload-sbs: envtest-assets capi-managers ## Side-by-side workload benchmark: N clusters (KCP 1 + MD 3) from the same dev, once with our infra module, once with Cluster API's in-memory provider (test module v1.14.2, built in a scratch folder) beside it: time to Available/Running, apiserver requests and CPU per Machine, provider CPU and RSS per cluster (N=100, args: BENCH_WORKLOAD_SBS_ARGS, e.g. -rounds 2).
-	go run ./test/bench/workload -sbs -clusters $(N) $(BENCH_WORKLOAD_SBS_ARGS)
+bench-workload-sbs: PROFILE_DIR ?= $(or $(TMPDIR),/tmp)/capi-monolith-bench-profiles/sbs-$(N)
+bench-workload-sbs: envtest-assets capi-managers ## Side-by-side workload benchmark: N clusters (KCP 1 + MD 3) from the same dev, once with our infra module, once with Cluster API's in-memory provider (test module v1.14.2, built in a scratch folder) beside it: time to Available/Running, apiserver requests and CPU per Machine, provider CPU and RSS per cluster, the provider's and kube-apiserver's CPU profiles into PROFILE_DIR (N=100, args: BENCH_WORKLOAD_SBS_ARGS, e.g. -rounds 2).
+	go run ./test/bench/workload -sbs -clusters $(N) -cpu-profile-dir $(PROFILE_DIR) $(BENCH_WORKLOAD_SBS_ARGS)
 
 .PHONY: bench-capi-scale
 bench-capi-scale: CLUSTERS ?= 10

@@ -64,6 +64,9 @@ type Config struct {
 	// workload API, and dev is restarted on the same state folder (see
 	// measureState).
 	AddonObjects int
+	// CPUProfiling, when its Dir is set, records where the provider and
+	// kube-apiserver spend their CPU while the clusters come up.
+	CPUProfiling CPUProfiling
 	// Peer makes the clusters' infrastructure Cluster API's in-memory
 	// provider's DevCluster and DevMachineTemplates (bench-workload-sbs)
 	// rather than ours.
@@ -135,6 +138,9 @@ type Result struct {
 	// (apiserver_request_total), all and writes, from the first create
 	// until every machine ran.
 	Requests, Writes float64
+	// CPUProfiles are the provider's and kube-apiserver's merged CPU
+	// profiles over the same span (Config.CPUProfiling).
+	CPUProfiles []CPUProfile
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -217,6 +223,10 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	}
 	guarded, guard := startMemoryGuard(ctx, cfg.MinAvailable)
 	defer guard.Stop()
+	profiles, err := startCPUProfiles(ctx, cfg.CPUProfiling, restCfg)
+	if err != nil {
+		return r, err
+	}
 	start := time.Now()
 	fmt.Fprintf(log, "  creating %d clusters (%d machines) with %d goroutines, unthrottled\n", cfg.Clusters, r.Machines, cfg.Concurrency)
 	if err := harness.ForEach(guarded, cfg.Clusters, cfg.Concurrency, func(ctx context.Context, i int) error {
@@ -232,14 +242,21 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	r.Created = time.Since(start)
 	fmt.Fprintf(log, "  created in %s\n", r.Created.Round(10*time.Millisecond))
 
-	if err := wait(guarded, c, seen, dev, cfg, start, &r, log); err != nil {
-		return r, err
+	waitErr := wait(guarded, c, seen, dev, cfg, start, &r, log)
+	if waitErr == nil {
+		r.End, waitErr = dev.Read()
 	}
-	if r.End, err = dev.Read(); err != nil {
-		return r, err
+	var requestsAfter, writesAfter float64
+	if waitErr == nil {
+		requestsAfter, writesAfter, waitErr = apiServerRequests(ctx, restCfg)
 	}
-	requestsAfter, writesAfter, err := apiServerRequests(ctx, restCfg)
-	if err != nil {
+	// The last windows end up to a window after every machine ran: the
+	// figures above are read first.
+	if profiles != nil {
+		fmt.Fprintf(log, "  finishing the CPU profiles' last window (%s)\n", cfg.CPUProfiling.Window)
+	}
+	r.CPUProfiles, err = profiles.finish(ctx)
+	if err := errors.Join(waitErr, err); err != nil {
 		return r, err
 	}
 	r.Requests, r.Writes = requestsAfter-requestsBefore, writesAfter-writesBefore

@@ -89,6 +89,8 @@ func run(args []string) error {
 	sbs := fs.Bool("sbs", false, "side by side (make bench-workload-sbs): alternate runs of our infra module and of Cluster API's in-memory provider ("+peerPackage+"@"+peerVersion+", built in a scratch folder from test/capie2e's pins), same dev, same clusters; -addon-objects and -heap-profile do not apply")
 	rounds := fs.Int("rounds", 1, "with -sbs: runs of each side, alternating")
 	peerBinary := fs.String("peer-binary", "", "with -sbs: the peer's binary to run instead of the one built")
+	fs.StringVar(&cfg.CPUProfiling.Dir, "cpu-profile-dir", "", "record CPU profiles of the provider and of kube-apiserver from the first create until every machine runs (windows of -cpu-profile-window, merged per process) into this folder, and report where each spent its time (with -sbs: a folder per run)")
+	fs.DurationVar(&cfg.CPUProfiling.Window, "cpu-profile-window", defaultProfileWindow, "length of one CPU profile request (under kube-apiserver's 60 s request timeout)")
 	heapProfile := fs.String("heap-profile", "", "write the capi-monolith process's heap profile to this file once every machine runs (dev then serves its secure diagnostics endpoint on a free loopback port), and report where its heap in use went")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -165,11 +167,17 @@ func runOnce(ctx context.Context, cfg Config, binary, heapProfile string, log io
 			return run, err
 		}
 	}
-	profiler, profilerArgs, err := newHeapProfiler(heapProfile)
-	if err != nil {
-		return run, err
+	// Dev serves its diagnostics endpoint only when a profile is read.
+	devArgs := slices.Clone(cfg.DevArgs)
+	var diagnostics process.Diagnostics
+	profiling := heapProfile != "" || cfg.CPUProfiling.Dir != ""
+	if profiling {
+		var args []string
+		if diagnostics, args, err = devDiagnostics(); err != nil {
+			return run, err
+		}
+		devArgs = append(devArgs, args...)
 	}
-	devArgs := append(slices.Clone(cfg.DevArgs), profilerArgs...)
 	stateDir := filepath.Join(dir, "state")
 	if cfg.AddonObjects > 0 {
 		devArgs = append(slices.Clone(devArgs), "--data-dir="+stateDir)
@@ -181,8 +189,16 @@ func runOnce(ctx context.Context, cfg Config, binary, heapProfile string, log io
 		return run, err
 	}
 	run.LoadBefore = harness.LoadAverage()
-	if profiler != nil {
-		if err := profiler.begin(ctx, dev); err != nil {
+	var profiler *heapProfiler
+	if profiling {
+		if err := grantDiagnostics(ctx, dev, &diagnostics); err != nil {
+			return run, errors.Join(err, dev.Stop())
+		}
+		cfg.CPUProfiling.Provider = diagnostics
+	}
+	if heapProfile != "" {
+		profiler = &heapProfiler{path: heapProfile, diagnostics: diagnostics}
+		if err := profiler.begin(ctx); err != nil {
 			return run, errors.Join(err, dev.Stop())
 		}
 	}

@@ -152,11 +152,15 @@ func installPeerCRDs(cfg *rest.Config, moduleDir string) error {
 // its webhook server on a certificate made here (the apiserver is not told
 // to call it: its webhooks validate and default fields the objects here
 // set), its workload clusters' API servers on 127.0.0.1 (POD_IP, as its
-// deployment sets from the pod's IP), and waits for its /readyz.
-func startPeer(ctx context.Context, bin, kubeconfig, dir string) (*process.Process, error) {
+// deployment sets from the pod's IP), and waits for its /readyz. With a
+// diagnostics token, it serves its secure diagnostics endpoint (metrics and
+// pprof, as Cluster API's managers do by default) on a loopback port read
+// with that token; without, none.
+func startPeer(ctx context.Context, bin, kubeconfig, dir, diagnosticsToken string) (*process.Process, error) {
 	return process.Start(ctx, process.Options{
-		Name: "the peer", Binary: bin, Kubeconfig: kubeconfig, Dir: dir, NoDiagnostics: true,
-		Args: []string{"--leader-elect=false", "--v=0"},
+		Name: "the peer", Binary: bin, Kubeconfig: kubeconfig, Dir: dir,
+		DiagnosticsToken: diagnosticsToken, NoDiagnostics: diagnosticsToken == "",
+		Args: []string{"--leader-elect=false", "--v=0", "--insecure-diagnostics=false"},
 		Env:  []string{"POD_IP=127.0.0.1", "KUBECONFIG=" + kubeconfig},
 	})
 }

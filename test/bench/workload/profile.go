@@ -13,41 +13,42 @@ import (
 )
 
 // heapProfiler takes the heap profile of dev's capi-monolith once every
-// machine runs (-heap-profile): dev then serves its secure diagnostics
-// endpoint on a free loopback port, read with a ServiceAccount token bound
-// to pprof's URLs, as an operator reads an installed provider. It also reads
-// the Go runtime's memory figures before the clusters and at the end, which
-// tell apart what RSS holds beyond the heap profile (stacks, heap the
-// collector has not returned).
+// machine runs (-heap-profile), from dev's secure diagnostics endpoint (see
+// devDiagnostics). It also reads the Go runtime's memory figures before the
+// clusters and at the end, which tell apart what RSS holds beyond the heap
+// profile (stacks, heap the collector has not returned).
 type heapProfiler struct {
 	path        string
 	diagnostics process.Diagnostics
 	before      runtimeMemory
 }
 
-// newHeapProfiler picks the endpoint's port and returns the flags dev
-// needs to serve it; a nil profiler when path is empty.
-func newHeapProfiler(path string) (*heapProfiler, []string, error) {
-	if path == "" {
-		return nil, nil, nil
-	}
+// devDiagnostics picks a free loopback port for dev's secure diagnostics
+// endpoint and returns dev's flags to serve it there; the token to read it
+// comes once dev runs (grantDiagnostics).
+func devDiagnostics() (process.Diagnostics, []string, error) {
 	free, err := ports.Free(1)
 	if err != nil {
-		return nil, nil, err
+		return process.Diagnostics{}, nil, err
 	}
-	h := &heapProfiler{path: path, diagnostics: process.Diagnostics{Address: fmt.Sprintf("127.0.0.1:%d", free[0])}}
-	return h, []string{"--diagnostics-address=" + h.diagnostics.Address, "--insecure-diagnostics=false"}, nil
+	d := process.Diagnostics{Address: fmt.Sprintf("127.0.0.1:%d", free[0])}
+	return d, []string{"--diagnostics-address=" + d.Address, "--insecure-diagnostics=false"}, nil
 }
 
-// begin grants the token and reads the runtime's figures before any cluster.
-func (h *heapProfiler) begin(ctx context.Context, dev *Dev) error {
+// grantDiagnostics sets d's token: a ServiceAccount's, bound to pprof's and
+// /metrics' URLs, as an operator reads an installed provider.
+func grantDiagnostics(ctx context.Context, dev *Dev, d *process.Diagnostics) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", dev.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("failed to read dev's kubeconfig: %w", err)
 	}
-	if h.diagnostics.Token, err = process.GrantDiagnostics(ctx, cfg); err != nil {
-		return err
-	}
+	d.Token, err = process.GrantDiagnostics(ctx, cfg)
+	return err
+}
+
+// begin reads the runtime's figures before any cluster.
+func (h *heapProfiler) begin(ctx context.Context) error {
+	var err error
 	h.before, err = readRuntimeMemory(ctx, h.diagnostics)
 	return err
 }

@@ -102,6 +102,7 @@ func writeText(w io.Writer, cfg Config, r Run) error {
 	if r.HeapTop != "" {
 		fmt.Fprintf(w, "\n## capi-monolith's heap in use once every machine ran (-heap-profile, pprof -top, inuse_space)\n\n```\n%s\n```\n", r.HeapTop)
 	}
+	writeCPUProfiles(w, "## "+cpuProfilesTitle, r.CPUProfiles, false)
 	if r.State == nil {
 		return nil
 	}
@@ -146,6 +147,7 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 		}
 		fmt.Fprintf(w, "\nHeap in use once every machine ran (pprof -top, inuse_space):\n\n```\n%s\n```\n", r.HeapTop)
 	}
+	writeCPUProfiles(w, "## "+cpuProfilesTitle, r.CPUProfiles, true)
 	if r.State == nil {
 		return nil
 	}

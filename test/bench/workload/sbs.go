@@ -99,6 +99,9 @@ func runSideBySide(ctx context.Context, cfg Config, binary, peerBinary string, r
 		sideCfg.Peer = side == SidePeer
 		sideCfg.AddonObjects = 0
 		sideCfg.DevArgs = append(slices.Clone(cfg.DevArgs), sideDevArgs(side)...)
+		if cfg.CPUProfiling.Dir != "" {
+			sideCfg.CPUProfiling.Dir = filepath.Join(cfg.CPUProfiling.Dir, fmt.Sprintf("run-%d", i+1))
+		}
 		fmt.Fprintf(log, "run %d: %s\n", i+1, side)
 		r, err := runSide(ctx, sideCfg, binary, peerBinary, moduleDir, filepath.Join(scratch, fmt.Sprintf("run-%d", i+1)), log)
 		if err != nil {
@@ -120,7 +123,19 @@ func runSide(ctx context.Context, cfg Config, binary, peerBinary, moduleDir, dir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return sr, fmt.Errorf("failed to create %s: %w", dir, err)
 	}
-	dev, err := StartDev(ctx, binary, dir, cfg.DevArgs)
+	// With CPU profiles, the provider serves its secure diagnostics
+	// endpoint: dev's capi-monolith on ours, the peer's manager on its.
+	profiling := cfg.CPUProfiling.Dir != ""
+	devArgs := cfg.DevArgs
+	var diagnostics process.Diagnostics
+	if profiling && !cfg.Peer {
+		d, args, err := devDiagnostics()
+		if err != nil {
+			return sr, err
+		}
+		diagnostics, devArgs = d, append(slices.Clone(devArgs), args...)
+	}
+	dev, err := StartDev(ctx, binary, dir, devArgs)
 	if err != nil {
 		return sr, err
 	}
@@ -132,18 +147,27 @@ func runSide(ctx context.Context, cfg Config, binary, peerBinary, moduleDir, dir
 		}
 		return errors.Join(append(errs, dev.Stop())...)
 	}
+	if profiling {
+		if err := grantDiagnostics(ctx, dev, &diagnostics); err != nil {
+			return sr, errors.Join(err, stop())
+		}
+	}
 	if cfg.Peer {
 		restCfg, err := clientcmd.BuildConfigFromFlags("", dev.Kubeconfig)
 		if err == nil {
 			err = installPeerCRDs(restCfg, moduleDir)
 		}
 		if err == nil {
-			peer, err = startPeer(ctx, peerBinary, dev.Kubeconfig, filepath.Join(dir, "peer"))
+			peer, err = startPeer(ctx, peerBinary, dev.Kubeconfig, filepath.Join(dir, "peer"), diagnostics.Token)
 		}
 		if err != nil {
 			return sr, errors.Join(err, stop())
 		}
 		dev.PIDs[PartPeer] = peer.PID()
+		diagnostics = peer.Diagnostics
+	}
+	if profiling {
+		cfg.CPUProfiling.Provider = diagnostics
 	}
 	sr.LoadBefore = harness.LoadAverage()
 	fmt.Fprintf(log, "dev ready (load %s); %d clusters x (1 control plane + %d workers)\n", sr.LoadBefore, cfg.Clusters, cfg.Workers)

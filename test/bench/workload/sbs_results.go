@@ -112,6 +112,9 @@ func (s *SBS) writeText(w io.Writer) error {
 	for _, p := range s.problems() {
 		fmt.Fprintln(w, p)
 	}
+	for i, r := range s.Runs {
+		writeCPUProfiles(w, fmt.Sprintf("## run %d, %s: %s", i+1, r.Side, cpuProfilesTitle), r.CPUProfiles, false)
+	}
 	return nil
 }
 
@@ -126,6 +129,9 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 	}
 	if p := s.problems(); len(p) > 0 {
 		fmt.Fprintf(w, "\n- %s\n", strings.Join(p, "\n- "))
+	}
+	for i, r := range s.Runs {
+		writeCPUProfiles(w, fmt.Sprintf("## Run %d, %s: %s", i+1, r.Side, cpuProfilesTitle), r.CPUProfiles, true)
 	}
 	return nil
 }

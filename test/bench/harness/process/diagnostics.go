@@ -178,9 +178,13 @@ func (d Diagnostics) SaveProfile(ctx context.Context, profile, path string) erro
 
 // Top is `go tool pprof -top` of a profile saved by SaveProfile: the n
 // functions that used the most, with flags such as -sample_index=inuse_space.
+// binary may be empty: Go's profiles carry their symbols.
 func Top(ctx context.Context, binary, profile string, n int, flags ...string) (string, error) {
 	args := append([]string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", n)}, flags...)
-	out, err := exec.CommandContext(ctx, "go", append(args, binary, profile)...).Output()
+	if binary != "" {
+		args = append(args, binary)
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, profile)...).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
