@@ -138,6 +138,9 @@ type Result struct {
 	// (apiserver_request_total), all and writes, from the first create
 	// until every machine ran.
 	Requests, Writes float64
+	// RequestsByKind are the same requests by verb and resource
+	// ("PATCH machines/status").
+	RequestsByKind map[string]float64
 	// CPUProfiles are the provider's and kube-apiserver's merged CPU
 	// profiles over the same span (Config.CPUProfiling).
 	CPUProfiles []CPUProfile
@@ -217,7 +220,7 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if r.Start, err = dev.Read(); err != nil {
 		return r, err
 	}
-	requestsBefore, writesBefore, err := apiServerRequests(ctx, restCfg)
+	requestsBefore, err := apiServerRequests(ctx, restCfg)
 	if err != nil {
 		return r, err
 	}
@@ -246,9 +249,9 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if waitErr == nil {
 		r.End, waitErr = dev.Read()
 	}
-	var requestsAfter, writesAfter float64
+	var requestsAfter requestCounts
 	if waitErr == nil {
-		requestsAfter, writesAfter, waitErr = apiServerRequests(ctx, restCfg)
+		requestsAfter, waitErr = apiServerRequests(ctx, restCfg)
 	}
 	// The last windows end up to a window after every machine ran: the
 	// figures above are read first.
@@ -259,7 +262,8 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	if err := errors.Join(waitErr, err); err != nil {
 		return r, err
 	}
-	r.Requests, r.Writes = requestsAfter-requestsBefore, writesAfter-writesBefore
+	requests := requestsAfter.since(requestsBefore)
+	r.Requests, r.Writes, r.RequestsByKind = requests.All, requests.Writes, requests.ByKind
 	guard.Stop()
 	if r.LowestAvailable, err = guard.Lowest(); err != nil {
 		return r, err

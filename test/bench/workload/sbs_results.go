@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,6 +111,10 @@ func (s *SBS) writeText(w io.Writer) error {
 	if err := s.sbsTable().WriteText(w); err != nil {
 		return err
 	}
+	fmt.Fprintln(w)
+	if err := s.requestsTable().WriteText(w); err != nil {
+		return err
+	}
 	for _, p := range s.problems() {
 		fmt.Fprintln(w, p)
 	}
@@ -127,6 +133,10 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 	if err := s.sbsTable().WriteMarkdown(w); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nThe same requests by verb and resource (subresource after the slash), per Machine:\n\n")
+	if err := s.requestsTable().WriteMarkdown(w); err != nil {
+		return err
+	}
 	if p := s.problems(); len(p) > 0 {
 		fmt.Fprintf(w, "\n- %s\n", strings.Join(p, "\n- "))
 	}
@@ -134,4 +144,41 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 		writeCPUProfiles(w, fmt.Sprintf("## Run %d, %s: %s", i+1, r.Side, cpuProfilesTitle), r.CPUProfiles, true)
 	}
 	return nil
+}
+
+// requestsTable is kube-apiserver's requests per Machine by verb and
+// resource, one column per run: the kinds of which some run sent at least
+// one per two Machines, most first, at most 30 rows.
+func (s *SBS) requestsTable() *report.Table {
+	cols := []string{"kube-apiserver requests per Machine"}
+	for i, r := range s.Runs {
+		cols = append(cols, fmt.Sprintf("%s #%d", r.Side, i/2+1))
+	}
+	t := &report.Table{Columns: cols}
+	most := map[string]float64{}
+	for _, r := range s.Runs {
+		for k, v := range r.RequestsByKind {
+			most[k] = max(most[k], r.perMachine(v))
+		}
+	}
+	var kinds []string
+	for k, v := range most {
+		if v >= 0.5 {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.SortFunc(kinds, func(a, b string) int {
+		if c := cmp.Compare(most[b], most[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range kinds[:min(len(kinds), 30)] {
+		cells := []string{k}
+		for _, r := range s.Runs {
+			cells = append(cells, fmt.Sprintf("%.1f", r.perMachine(r.RequestsByKind[k])))
+		}
+		t.Add(cells...)
+	}
+	return t
 }

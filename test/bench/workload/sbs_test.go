@@ -77,6 +77,7 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 		r.Machines, r.Clusters = 4, 1
 		r.Running = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}
 		r.Requests, r.Writes = 40, 20
+		r.RequestsByKind = map[string]float64{"PATCH machines/status": 8, "GET secrets": 1}
 		r.Start, r.End = Usage{}, Usage{provider: {CPU: 4 * time.Second}}
 		r.Before, r.After = map[Part]uint64{provider: 1 << 20}, map[Part]uint64{provider: 2 << 20}
 		return r
@@ -89,4 +90,13 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 	g.Expect(out.String()).To(ContainSubstring("10 (5)"), "requests per Machine (writes)")
 	g.Expect(out.String()).To(ContainSubstring("4.0 s (1000 ms)"), "provider CPU per Machine")
 	g.Expect(out.String()).To(ContainSubstring("1024 KiB"), "provider RSS per cluster")
+	g.Expect(out.String()).To(MatchRegexp(`PATCH machines/status +2\.0 +2\.0`), "requests per Machine by verb and resource")
+	g.Expect(out.String()).NotTo(ContainSubstring("GET secrets"), "kinds below one per two Machines are left out")
+}
+
+func TestRequestCountsSinceKeepsWhatGrew(t *testing.T) {
+	g := NewWithT(t)
+	before := requestCounts{All: 10, Writes: 4, ByKind: map[string]float64{"PATCH machines/status": 3, "GET secrets": 2}}
+	after := requestCounts{All: 25, Writes: 9, ByKind: map[string]float64{"PATCH machines/status": 8, "GET secrets": 2, "POST machines": 1}}
+	g.Expect(after.since(before)).To(Equal(requestCounts{All: 15, Writes: 5, ByKind: map[string]float64{"PATCH machines/status": 5, "POST machines": 1}}))
 }
