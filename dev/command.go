@@ -294,7 +294,12 @@ func (fl *commandFlags) resolve() (runOptions, error) {
 func serve(ctx context.Context, env *Environment, force <-chan struct{}, display *progress.Display, ephemeral bool, kubeconfigOut string) error {
 	announceCtx, stopAnnouncing := context.WithCancel(ctx)
 	defer stopAnnouncing()
-	go access.Announce(announceCtx, access.Options{Client: env.Client, Printf: display.Printf})
+	go func() {
+		err := access.Announce(announceCtx, access.Options{Config: env.Config, Scheme: env.Scheme, Printf: display.Printf})
+		if err != nil && announceCtx.Err() == nil {
+			display.Printf("Workload clusters' endpoints will not be printed: %v\n", err)
+		}
+	}()
 
 	stopped := make(chan struct{})
 	go func() {

@@ -144,6 +144,9 @@ type Result struct {
 	// CPUProfiles are the provider's and kube-apiserver's merged CPU
 	// profiles over the same span (Config.CPUProfiling).
 	CPUProfiles []CPUProfile
+	// Milestones say when the Machines and control planes passed each step
+	// on their way up.
+	Milestones Milestones
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -310,6 +313,8 @@ func wait(parent context.Context, c client.Client, seen client.Reader, dev *Dev,
 	lastReport := time.Now()
 	orphaned, available := 0, 0
 	var machines []clusterv1.Machine
+	steps := newMilestoneTracker(start)
+	defer func() { r.Milestones = steps.result() }()
 	for {
 		machineList := &clusterv1.MachineList{}
 		kcps := &controlplanev1.KubeadmControlPlaneList{}
@@ -323,6 +328,7 @@ func wait(parent context.Context, c client.Client, seen client.Reader, dev *Dev,
 		}
 		if err == nil {
 			machines = machineList.Items
+			steps.observe(now, machines, kcps.Items)
 			for _, m := range machines {
 				if _, ok := running[m.Name]; !ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
 					running[m.Name] = now

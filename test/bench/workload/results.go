@@ -93,6 +93,10 @@ func writeText(w io.Writer, cfg Config, r Run) error {
 	if err := perProcess(r).WriteText(w); err != nil {
 		return err
 	}
+	fmt.Fprintln(w)
+	if err := milestonesTable([]string{"this run"}, []Milestones{r.Milestones}).WriteText(w); err != nil {
+		return err
+	}
 	if r.Runtime != nil {
 		fmt.Fprintln(w)
 		if err := runtimeTable(r.Runtime[0], r.Runtime[1], r.Clusters).WriteText(w); err != nil {
@@ -130,7 +134,12 @@ func writeMarkdown(w io.Writer, cfg Config, m harness.Machine, r Run) error {
 	if err := perProcess(r).WriteMarkdown(w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s).\n\nProgress, every 30 s:\n\n", seconds(r.AllDone))
+	fmt.Fprintf(w, "\nCPU and cores are from the first create until every machine ran (%s).\n\n", seconds(r.AllDone))
+	fmt.Fprintf(w, "When the Machines and control planes passed each step on their way up, p50 / p99 from the first create (creation from the objects' timestamps, every other step from the poll that first saw it):\n\n")
+	if err := milestonesTable([]string{"this run"}, []Milestones{r.Milestones}).WriteMarkdown(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nProgress, every 30 s:\n\n")
 	for _, line := range r.Progress {
 		fmt.Fprintf(w, "- %s\n", line)
 	}

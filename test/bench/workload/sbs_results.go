@@ -112,6 +112,10 @@ func (s *SBS) writeText(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if err := s.milestonesTable().WriteText(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 	if err := s.requestsTable().WriteText(w); err != nil {
 		return err
 	}
@@ -133,6 +137,10 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 	if err := s.sbsTable().WriteMarkdown(w); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nWhen the Machines and control planes passed each step on their way up, p50 / p99 from the first create (creation from the objects' timestamps, every other step from the poll that first saw it):\n\n")
+	if err := s.milestonesTable().WriteMarkdown(w); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\nThe same requests by verb and resource (subresource after the slash), per Machine:\n\n")
 	if err := s.requestsTable().WriteMarkdown(w); err != nil {
 		return err
@@ -144,6 +152,17 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 		writeCPUProfiles(w, fmt.Sprintf("## Run %d, %s: %s", i+1, r.Side, cpuProfilesTitle), r.CPUProfiles, true)
 	}
 	return nil
+}
+
+// milestonesTable has one column per run, the sides alternating.
+func (s *SBS) milestonesTable() *report.Table {
+	var names []string
+	var runs []Milestones
+	for i, r := range s.Runs {
+		names = append(names, fmt.Sprintf("%s #%d", r.Side, i/2+1))
+		runs = append(runs, r.Milestones)
+	}
+	return milestonesTable(names, runs)
 }
 
 // requestsTable is kube-apiserver's requests per Machine by verb and

@@ -80,6 +80,11 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 		r.RequestsByKind = map[string]float64{"PATCH machines/status": 8, "GET secrets": 1}
 		r.Start, r.End = Usage{}, Usage{provider: {CPU: 4 * time.Second}}
 		r.Before, r.After = map[Part]uint64{provider: 1 << 20}, map[Part]uint64{provider: 2 << 20}
+		r.Milestones = Milestones{
+			ControlPlaneMachines: map[Milestone][]time.Duration{MachineRunning: {90 * time.Second}},
+			ControlPlanes:        map[Milestone][]time.Duration{ControlPlaneAvailable: {100 * time.Second}},
+			Workers:              map[Milestone][]time.Duration{MachineRunning: {110 * time.Second, 120 * time.Second, 130 * time.Second}},
+		}
 		return r
 	}
 	s := &SBS{Runs: []SideRun{run(SideOurs, PartMonolith), run(SidePeer, PartPeer)}, PeerCommit: "x"}
@@ -92,6 +97,9 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 	g.Expect(out.String()).To(ContainSubstring("1024 KiB"), "provider RSS per cluster")
 	g.Expect(out.String()).To(MatchRegexp(`PATCH machines/status +2\.0 +2\.0`), "requests per Machine by verb and resource")
 	g.Expect(out.String()).NotTo(ContainSubstring("GET secrets"), "kinds below one per two Machines are left out")
+	g.Expect(out.String()).To(MatchRegexp(`KubeadmControlPlane Available +100\.0 s / 100\.0 s \(1\)`), "steps p50 / p99 (how many reached it)")
+	g.Expect(out.String()).To(MatchRegexp(`worker Machine Running +120\.0 s / 120\.0 s \(3\)`))
+	g.Expect(out.String()).To(MatchRegexp(`worker Machine created +— +—`), "a step no Machine was seen past")
 }
 
 func TestRequestCountsSinceKeepsWhatGrew(t *testing.T) {
