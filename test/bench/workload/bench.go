@@ -318,17 +318,21 @@ func wait(parent context.Context, c client.Client, seen client.Reader, dev *Dev,
 	for {
 		machineList := &clusterv1.MachineList{}
 		kcps := &controlplanev1.KubeadmControlPlaneList{}
+		clusters := &clusterv1.ClusterList{}
 		err := seen.List(ctx, machineList, client.InNamespace(cfg.Namespace))
 		if err == nil {
 			err = seen.List(ctx, kcps, client.InNamespace(cfg.Namespace))
 		}
+		if err == nil {
+			err = seen.List(ctx, clusters, client.InNamespace(cfg.Namespace))
+		}
 		now := time.Since(start)
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("failed to read the watched Machines and KubeadmControlPlanes: %w", err)
+			return fmt.Errorf("failed to read the watched Clusters, Machines and KubeadmControlPlanes: %w", err)
 		}
 		if err == nil {
 			machines = machineList.Items
-			steps.observe(now, machines, kcps.Items)
+			steps.observe(now, clusters.Items, machines, kcps.Items)
 			for _, m := range machines {
 				if _, ok := running[m.Name]; !ok && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
 					running[m.Name] = now

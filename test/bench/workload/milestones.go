@@ -30,6 +30,10 @@ const (
 	ControlPlaneAvailable     Milestone = "Available"
 )
 
+// ClusterMilestones are the steps of a Cluster, in order: KCP makes its
+// first Machine only once the infrastructure is provisioned.
+var ClusterMilestones = []Milestone{Created, InfrastructureProvisioned}
+
 // MachineMilestones are the steps of a Machine, in order.
 var MachineMilestones = []Milestone{Created, BootstrapDataCreated, InfrastructureProvisioned, NodeRefSet, MachineRunning}
 
@@ -37,10 +41,10 @@ var MachineMilestones = []Milestone{Created, BootstrapDataCreated, Infrastructur
 var ControlPlaneMilestones = []Milestone{ControlPlaneInitialized, ControlPlaneAvailable}
 
 // Milestones hold, for each step, when each object was first seen past it
-// (from the first create), sorted: control plane Machines, worker Machines
-// and KubeadmControlPlanes apart.
+// (from the first create), sorted: Clusters, control plane Machines, worker
+// Machines and KubeadmControlPlanes apart.
 type Milestones struct {
-	ControlPlaneMachines, Workers, ControlPlanes map[Milestone][]time.Duration
+	Clusters, ControlPlaneMachines, Workers, ControlPlanes map[Milestone][]time.Duration
 }
 
 // Percentile of the times of step in of, or false when no object reached it.
@@ -59,6 +63,7 @@ type milestoneTracker struct {
 	machines map[string]map[Milestone]time.Duration
 	cp       map[string]bool
 	kcps     map[string]map[Milestone]time.Duration
+	clusters map[string]map[Milestone]time.Duration
 }
 
 func newMilestoneTracker(start time.Time) *milestoneTracker {
@@ -67,13 +72,23 @@ func newMilestoneTracker(start time.Time) *milestoneTracker {
 		machines: map[string]map[Milestone]time.Duration{},
 		cp:       map[string]bool{},
 		kcps:     map[string]map[Milestone]time.Duration{},
+		clusters: map[string]map[Milestone]time.Duration{},
 	}
 }
 
 // observe records what is first seen at now. Creation comes from the
 // object's own timestamp (exact to the second), every other step from the
 // poll that first saw it.
-func (t *milestoneTracker) observe(now time.Duration, machines []clusterv1.Machine, kcps []controlplanev1.KubeadmControlPlane) {
+func (t *milestoneTracker) observe(now time.Duration, clusters []clusterv1.Cluster, machines []clusterv1.Machine, kcps []controlplanev1.KubeadmControlPlane) {
+	for i := range clusters {
+		c := &clusters[i]
+		seen := t.clusters[c.Name]
+		if seen == nil {
+			seen = map[Milestone]time.Duration{Created: max(0, c.CreationTimestamp.Sub(t.start))}
+			t.clusters[c.Name] = seen
+		}
+		first(seen, InfrastructureProvisioned, now, ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false))
+	}
 	for i := range machines {
 		m := &machines[i]
 		seen := t.machines[m.Name]
@@ -99,6 +114,15 @@ func (t *milestoneTracker) observe(now time.Duration, machines []clusterv1.Machi
 	}
 }
 
+// collect adds every object's steps into.
+func collect(into map[Milestone][]time.Duration, objects map[string]map[Milestone]time.Duration) {
+	for _, seen := range objects {
+		for step, at := range seen {
+			into[step] = append(into[step], at)
+		}
+	}
+}
+
 func first(seen map[Milestone]time.Duration, step Milestone, now time.Duration, reached bool) {
 	if _, ok := seen[step]; !ok && reached {
 		seen[step] = now
@@ -108,6 +132,7 @@ func first(seen map[Milestone]time.Duration, step Milestone, now time.Duration, 
 // result sorts what was seen.
 func (t *milestoneTracker) result() Milestones {
 	r := Milestones{
+		Clusters:             map[Milestone][]time.Duration{},
 		ControlPlaneMachines: map[Milestone][]time.Duration{},
 		Workers:              map[Milestone][]time.Duration{},
 		ControlPlanes:        map[Milestone][]time.Duration{},
@@ -121,12 +146,9 @@ func (t *milestoneTracker) result() Milestones {
 			into[step] = append(into[step], at)
 		}
 	}
-	for _, seen := range t.kcps {
-		for step, at := range seen {
-			r.ControlPlanes[step] = append(r.ControlPlanes[step], at)
-		}
-	}
-	for _, of := range []map[Milestone][]time.Duration{r.ControlPlaneMachines, r.Workers, r.ControlPlanes} {
+	collect(r.ControlPlanes, t.kcps)
+	collect(r.Clusters, t.clusters)
+	for _, of := range []map[Milestone][]time.Duration{r.Clusters, r.ControlPlaneMachines, r.Workers, r.ControlPlanes} {
 		for _, times := range of {
 			slices.Sort(times)
 		}
@@ -135,8 +157,8 @@ func (t *milestoneTracker) result() Milestones {
 }
 
 // milestonesTable has, for each step, its p50 / p99 and how many reached
-// it, one column per run (named by names): the control plane Machines', the
-// KubeadmControlPlanes', then the workers'.
+// it, one column per run (named by names): the Clusters', the control plane
+// Machines', the KubeadmControlPlanes', then the workers'.
 func milestonesTable(names []string, runs []Milestones) *report.Table {
 	t := &report.Table{Columns: append([]string{"step, p50 / p99 (how many)"}, names...)}
 	rows := func(what string, steps []Milestone, of func(Milestones) map[Milestone][]time.Duration) {
@@ -155,6 +177,7 @@ func milestonesTable(names []string, runs []Milestones) *report.Table {
 			t.Add(cells...)
 		}
 	}
+	rows("Cluster", ClusterMilestones, func(m Milestones) map[Milestone][]time.Duration { return m.Clusters })
 	rows("control plane Machine", MachineMilestones, func(m Milestones) map[Milestone][]time.Duration { return m.ControlPlaneMachines })
 	rows("KubeadmControlPlane", ControlPlaneMilestones, func(m Milestones) map[Milestone][]time.Duration { return m.ControlPlanes })
 	rows("worker Machine", MachineMilestones, func(m Milestones) map[Milestone][]time.Duration { return m.Workers })

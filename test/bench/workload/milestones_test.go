@@ -25,20 +25,26 @@ func TestMilestonesRecordTheFirstSightingOfEachStep(t *testing.T) {
 	}}
 	worker := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "w", CreationTimestamp: metav1.NewTime(start.Add(3 * time.Second))}}
 	kcp := controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "kcp"}}
+	cluster := clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", CreationTimestamp: metav1.NewTime(start.Add(time.Second))}}
 
-	track.observe(5*time.Second, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
+	track.observe(5*time.Second, []clusterv1.Cluster{cluster}, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
 	cp.Status.Initialization.BootstrapDataSecretCreated = ptr.To(true)
 	cp.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	track.observe(10*time.Second, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	track.observe(10*time.Second, []clusterv1.Cluster{cluster}, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
 	cp.Status.NodeRef = clusterv1.MachineNodeReference{Name: "cp"}
 	cp.Status.Phase = string(clusterv1.MachinePhaseRunning)
 	kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	track.observe(15*time.Second, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
+	track.observe(15*time.Second, []clusterv1.Cluster{cluster}, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
 	kcp.Status.Conditions = []metav1.Condition{{Type: controlplanev1.KubeadmControlPlaneAvailableCondition, Status: metav1.ConditionTrue}}
 	worker.Status.Initialization.BootstrapDataSecretCreated = ptr.To(true)
-	track.observe(20*time.Second, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
+	track.observe(20*time.Second, nil, []clusterv1.Machine{cp, worker}, []controlplanev1.KubeadmControlPlane{kcp})
 
 	got := track.result()
+	g.Expect(got.Clusters).To(Equal(map[Milestone][]time.Duration{
+		Created:                   {time.Second},
+		InfrastructureProvisioned: {10 * time.Second},
+	}))
 	g.Expect(got.ControlPlaneMachines).To(Equal(map[Milestone][]time.Duration{
 		Created:                   {2 * time.Second},
 		BootstrapDataCreated:      {10 * time.Second},

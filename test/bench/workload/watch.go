@@ -17,7 +17,7 @@ import (
 	"github.com/capi-monolith/capi-monolith/test/bench/harness"
 )
 
-// watchClusters starts informers, unthrottled, for the Machines,
+// watchClusters starts informers, unthrottled, for the Clusters, Machines,
 // KubeadmControlPlanes and MonolithClusters of namespace and returns their
 // copy once the first lists are in. They start before any cluster exists,
 // so the apiserver only ever streams changes to them; they stop with ctx.
@@ -29,14 +29,14 @@ func watchClusters(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the informers: %w", err)
 	}
-	for _, obj := range []client.Object{&clusterv1.Machine{}, &controlplanev1.KubeadmControlPlane{}, &infrav1.MonolithCluster{}} {
+	for _, obj := range []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &controlplanev1.KubeadmControlPlane{}, &infrav1.MonolithCluster{}} {
 		if _, err := informers.GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("failed to watch %T: %w", obj, err)
 		}
 	}
 	go func() { _ = informers.Start(ctx) }()
 	if !informers.WaitForCacheSync(ctx) {
-		return nil, errors.Join(errors.New("failed to list the Machines, KubeadmControlPlanes and MonolithClusters to watch"), ctx.Err())
+		return nil, errors.Join(errors.New("failed to list the Clusters, Machines, KubeadmControlPlanes and MonolithClusters to watch"), ctx.Err())
 	}
 	return informers, nil
 }
