@@ -147,6 +147,11 @@ type Result struct {
 	// Milestones say when the Machines and control planes passed each step
 	// on their way up.
 	Milestones Milestones
+	// Changes count the changes of the watched objects from the first create
+	// until every machine ran, by kind and what changed
+	// ("Cluster status.conditions[MachinesReady]"; one change may count
+	// under several).
+	Changes map[string]float64
 }
 
 // PerCluster is the steady RSS that one workload cluster added to part.
@@ -206,7 +211,7 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	// answers no list of 2,000 Machines within its 60 s request timeout.
 	watching, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	seen, err := watchClusters(watching, restCfg, scheme, cfg.Namespace)
+	seen, changes, err := watchClusters(watching, restCfg, scheme, cfg.Namespace)
 	if err != nil {
 		return r, err
 	}
@@ -255,6 +260,7 @@ func Measure(ctx context.Context, dev *Dev, cfg Config, log io.Writer) (Result, 
 	var requestsAfter requestCounts
 	if waitErr == nil {
 		requestsAfter, waitErr = apiServerRequests(ctx, restCfg)
+		r.Changes = changes.Counts()
 	}
 	// The last windows end up to a window after every machine ran: the
 	// figures above are read first.

@@ -119,6 +119,10 @@ func (s *SBS) writeText(w io.Writer) error {
 	if err := s.requestsTable().WriteText(w); err != nil {
 		return err
 	}
+	fmt.Fprintln(w)
+	if err := s.changesTable().WriteText(w); err != nil {
+		return err
+	}
 	for _, p := range s.problems() {
 		fmt.Fprintln(w, p)
 	}
@@ -145,6 +149,10 @@ func (s *SBS) writeMarkdown(w io.Writer, cfg Config, m harness.Machine) error {
 	if err := s.requestsTable().WriteMarkdown(w); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nThe changes the benchmark's watch saw, per Machine, by kind and what changed (spec: a new generation; metadata: labels, annotations, finalizers, owner references; a status field by name, a condition by type when its status, reason, message or observed generation changed; one change may count under several):\n\n")
+	if err := s.changesTable().WriteMarkdown(w); err != nil {
+		return err
+	}
 	if p := s.problems(); len(p) > 0 {
 		fmt.Fprintf(w, "\n- %s\n", strings.Join(p, "\n- "))
 	}
@@ -166,36 +174,48 @@ func (s *SBS) milestonesTable() *report.Table {
 }
 
 // requestsTable is kube-apiserver's requests per Machine by verb and
-// resource, one column per run: the kinds of which some run sent at least
-// one per two Machines, most first, at most 30 rows.
+// resource, one column per run.
 func (s *SBS) requestsTable() *report.Table {
-	cols := []string{"kube-apiserver requests per Machine"}
+	return s.perMachineTable("kube-apiserver requests per Machine", func(r SideRun) map[string]float64 { return r.RequestsByKind })
+}
+
+// changesTable is the watched objects' changes per Machine by kind and
+// what changed, one column per run.
+func (s *SBS) changesTable() *report.Table {
+	return s.perMachineTable("changes seen per Machine", func(r SideRun) map[string]float64 { return r.Changes })
+}
+
+// perMachineTable has the counts of each key per Machine, one column per
+// run: the keys of which some run had at least one per two Machines, most
+// first, at most 30 rows.
+func (s *SBS) perMachineTable(title string, counts func(SideRun) map[string]float64) *report.Table {
+	cols := []string{title}
 	for i, r := range s.Runs {
 		cols = append(cols, fmt.Sprintf("%s #%d", r.Side, i/2+1))
 	}
 	t := &report.Table{Columns: cols}
 	most := map[string]float64{}
 	for _, r := range s.Runs {
-		for k, v := range r.RequestsByKind {
+		for k, v := range counts(r) {
 			most[k] = max(most[k], r.perMachine(v))
 		}
 	}
-	var kinds []string
+	var keys []string
 	for k, v := range most {
 		if v >= 0.5 {
-			kinds = append(kinds, k)
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(kinds, func(a, b string) int {
+	slices.SortFunc(keys, func(a, b string) int {
 		if c := cmp.Compare(most[b], most[a]); c != 0 {
 			return c
 		}
 		return strings.Compare(a, b)
 	})
-	for _, k := range kinds[:min(len(kinds), 30)] {
+	for _, k := range keys[:min(len(keys), 30)] {
 		cells := []string{k}
 		for _, r := range s.Runs {
-			cells = append(cells, fmt.Sprintf("%.1f", r.perMachine(r.RequestsByKind[k])))
+			cells = append(cells, fmt.Sprintf("%.1f", r.perMachine(counts(r)[k])))
 		}
 		t.Add(cells...)
 	}

@@ -78,6 +78,7 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 		r.Running = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}
 		r.Requests, r.Writes = 40, 20
 		r.RequestsByKind = map[string]float64{"PATCH machines/status": 8, "GET secrets": 1}
+		r.Changes = map[string]float64{"Cluster status.conditions[MachinesReady]": 6, "Machine other": 1}
 		r.Start, r.End = Usage{}, Usage{provider: {CPU: 4 * time.Second}}
 		r.Before, r.After = map[Part]uint64{provider: 1 << 20}, map[Part]uint64{provider: 2 << 20}
 		r.Milestones = Milestones{
@@ -97,6 +98,8 @@ func TestSBSTablePrintsBothSides(t *testing.T) {
 	g.Expect(out.String()).To(ContainSubstring("1024 KiB"), "provider RSS per cluster")
 	g.Expect(out.String()).To(MatchRegexp(`PATCH machines/status +2\.0 +2\.0`), "requests per Machine by verb and resource")
 	g.Expect(out.String()).NotTo(ContainSubstring("GET secrets"), "kinds below one per two Machines are left out")
+	g.Expect(out.String()).To(MatchRegexp(`Cluster status\.conditions\[MachinesReady\] +1\.5 +1\.5`), "changes seen per Machine")
+	g.Expect(out.String()).NotTo(ContainSubstring("Machine other"))
 	g.Expect(out.String()).To(MatchRegexp(`KubeadmControlPlane Available +100\.0 s / 100\.0 s \(1\)`), "steps p50 / p99 (how many reached it)")
 	g.Expect(out.String()).To(MatchRegexp(`worker Machine Running +120\.0 s / 120\.0 s \(3\)`))
 	g.Expect(out.String()).To(MatchRegexp(`worker Machine created +— +—`), "a step no Machine was seen past")
