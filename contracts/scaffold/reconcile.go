@@ -115,8 +115,10 @@ type OptionsWith[T Object, R any] struct {
 	OwnedConditions []string
 	// SoleStatusWriter says that no other controller writes the kind's
 	// status (conditions included): changes are then written with one
-	// merge patch for status and one for the rest, instead of Cluster API's
-	// patch helper, which spends an extra request on conditions.
+	// merge patch for the rest and one for status, instead of Cluster API's
+	// patch helper, which spends an extra request on conditions; and the
+	// conditions carry the generation a spec change of the same reconcile
+	// makes, so that the next reconcile does not write them again.
 	SoleStatusWriter bool
 }
 
@@ -253,7 +255,7 @@ func (r *ReconcilerWith[T, R]) ensureFinalizer(ctx context.Context, obj T) (bool
 // writer returns what writes the object's changes at the end of a reconcile.
 func (r *ReconcilerWith[T, R]) writer(obj T) (func(context.Context) error, error) {
 	if r.opts.SoleStatusWriter {
-		before := obj.DeepCopyObject().(client.Object)
+		before := obj.DeepCopyObject().(T)
 		return func(ctx context.Context) error {
 			return patchAsSoleWriter(ctx, r.opts.Client, before, obj)
 		}, nil

@@ -60,6 +60,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,
 		OwnedConditions:  []string{clusterv1.ReadyCondition, v1alpha1.LoadBalancerAvailableCondition},
+		// Only this controller writes a MonolithCluster's status. The first
+		// provisioning then costs two writes (the endpoint, then the status
+		// naming the generation it made) instead of Cluster API's patch
+		// helper's four, each of which also woke core's Cluster controller.
+		SoleStatusWriter: true,
 	})
 	if err != nil {
 		return err
