@@ -28,19 +28,7 @@ func TestInMemoryClusterProvisionsInThreeWrites(t *testing.T) {
 	start(t, managertest.Infra())
 	ns, err := env.CreateNamespace(ctx, "infra")
 	g.Expect(err).NotTo(HaveOccurred())
-	n := ns.Name
-
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c1"},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "c1"}},
-	}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
-	mc := &infrav1.MonolithCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
-	}
-	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	cluster, mc := newInMemoryCluster(g, ns.Name, "c1")
 	patch := client.MergeFrom(mc.DeepCopy())
 	mc.OwnerReferences = ownedBy(cluster, "Cluster")
 	g.Expect(env.Client.Patch(ctx, mc, patch)).To(Succeed())
@@ -48,7 +36,7 @@ func TestInMemoryClusterProvisionsInThreeWrites(t *testing.T) {
 	// Every change after the owner reference, whenever the watch starts.
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	w, err := wc.Watch(ctx, &infrav1.MonolithClusterList{}, client.InNamespace(n),
+	w, err := wc.Watch(ctx, &infrav1.MonolithClusterList{}, client.InNamespace(ns.Name),
 		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: mc.ResourceVersion}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(w.Stop)

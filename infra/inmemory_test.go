@@ -51,6 +51,23 @@ func ownedBy(owner client.Object, kind string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner.GetName(), UID: owner.GetUID()}}
 }
 
+// newInMemoryCluster creates a Cluster and its inMemory MonolithCluster,
+// without the owner reference Cluster API core would set.
+func newInMemoryCluster(g Gomega, namespace, name string) (*clusterv1.Cluster, *infrav1.MonolithCluster) {
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: name}},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	mc := &infrav1.MonolithCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
+	}
+	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	return cluster, mc
+}
+
 // The whole inMemory path with addresses from an IP pool: what Cluster API
 // core would do (owner references, infrastructureProvisioned) the test does.
 func TestInMemoryClusterAndMachineWithPoolAddressesProvisionAndDelete(t *testing.T) {
@@ -60,17 +77,7 @@ func TestInMemoryClusterAndMachineWithPoolAddressesProvisionAndDelete(t *testing
 	g.Expect(err).NotTo(HaveOccurred())
 	n := ns.Name
 
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c1"},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithCluster", Name: "c1"}},
-	}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
-	mc := &infrav1.MonolithCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "c1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec:       infrav1.MonolithClusterSpec{Backend: infrav1.ClusterBackend{InMemory: &infrav1.InMemoryClusterBackend{}}},
-	}
-	g.Expect(env.Client.Create(ctx, mc)).To(Succeed())
+	cluster, mc := newInMemoryCluster(g, n, "c1")
 	g.Consistently(func(g Gomega) {
 		get(g, mc)
 		g.Expect(mc.Finalizers).To(BeEmpty())

@@ -62,23 +62,32 @@ func readyCondition(generation int64) metav1.Condition {
 
 var endpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20001}
 
+// write writes before → after as a sole writer and returns the requests it
+// sent and the Cluster as stored after them.
+func write(t *testing.T, before, after *clusterv1.Cluster) ([]string, *clusterv1.Cluster) {
+	t.Helper()
+	g := NewWithT(t)
+	var log writeLog
+	g.Expect(scaffold.PatchAsSoleWriter(context.Background(), log.client(t), before, after)).To(Succeed())
+	stored := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(before), stored)).To(Succeed())
+	return log.all(), stored
+}
+
 // A reconcile that changes spec and conditions writes spec first, and its
 // conditions name the generation that spec change made: nothing is left
 // for the next reconcile to write.
 func TestSoleWriterConditionsObserveTheGenerationOfTheirOwnSpecChange(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	cluster := newCluster(t, newNamespace(t), "spec-and-status", false)
 	before := cluster.DeepCopy()
 	after := cluster.DeepCopy()
 	after.Spec.ControlPlaneEndpoint = endpoint
 	conditions.Set(after, readyCondition(before.Generation))
 
-	var log writeLog
-	g.Expect(scaffold.PatchAsSoleWriter(ctx, log.client(t), before, after)).To(Succeed())
+	writes, got := write(t, before, after)
 
-	g.Expect(log.all()).To(Equal([]string{"patch", "patch status"}))
-	got := get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}).(*clusterv1.Cluster)
+	g.Expect(writes).To(Equal([]string{"patch", "patch status"}))
 	g.Expect(got.Generation).To(Equal(before.Generation + 1))
 	g.Expect(got.Spec.ControlPlaneEndpoint).To(Equal(endpoint))
 	g.Expect(conditions.Get(got, clusterv1.ReadyCondition).ObservedGeneration).To(Equal(got.Generation))
@@ -96,11 +105,9 @@ func TestSoleWriterSpecChangeAloneCarriesTheConditionsForward(t *testing.T) {
 	after := cluster.DeepCopy()
 	after.Spec.ControlPlaneEndpoint = endpoint
 
-	var log writeLog
-	g.Expect(scaffold.PatchAsSoleWriter(ctx, log.client(t), before, after)).To(Succeed())
+	writes, got := write(t, before, after)
 
-	g.Expect(log.all()).To(Equal([]string{"patch", "patch status"}))
-	got := get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}).(*clusterv1.Cluster)
+	g.Expect(writes).To(Equal([]string{"patch", "patch status"}))
 	g.Expect(conditions.Get(got, clusterv1.ReadyCondition).ObservedGeneration).To(Equal(got.Generation))
 }
 
@@ -120,10 +127,8 @@ func TestSoleWriterConditionsKeepTheirGenerationWhenAnotherSpecChangeLanded(t *t
 	other.Spec.Paused = ptr.To(true)
 	g.Expect(env.Client.Update(ctx, other)).To(Succeed())
 
-	var log writeLog
-	g.Expect(scaffold.PatchAsSoleWriter(ctx, log.client(t), before, after)).To(Succeed())
+	_, got := write(t, before, after)
 
-	got := get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}).(*clusterv1.Cluster)
 	g.Expect(got.Generation).To(Equal(before.Generation + 2))
 	g.Expect(got.Spec.ControlPlaneEndpoint).To(Equal(endpoint))
 	g.Expect(conditions.Get(got, clusterv1.ReadyCondition).ObservedGeneration).To(Equal(before.Generation))
@@ -132,17 +137,14 @@ func TestSoleWriterConditionsKeepTheirGenerationWhenAnotherSpecChangeLanded(t *t
 // With nothing but status changed, one request is sent.
 func TestSoleWriterStatusChangeAloneIsOneRequest(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	cluster := newCluster(t, newNamespace(t), "status-only", false)
 	before := cluster.DeepCopy()
 	after := cluster.DeepCopy()
 	conditions.Set(after, readyCondition(before.Generation))
 
-	var log writeLog
-	g.Expect(scaffold.PatchAsSoleWriter(ctx, log.client(t), before, after)).To(Succeed())
+	writes, got := write(t, before, after)
 
-	g.Expect(log.all()).To(Equal([]string{"patch status"}))
-	got := get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name}}).(*clusterv1.Cluster)
+	g.Expect(writes).To(Equal([]string{"patch status"}))
 	g.Expect(got.Generation).To(Equal(before.Generation))
 	g.Expect(conditions.Get(got, clusterv1.ReadyCondition).ObservedGeneration).To(Equal(before.Generation))
 }
