@@ -67,10 +67,13 @@ type Progress struct {
 // afresh. A machine whose status.bootstrap.succeeded is already true (the
 // record of an earlier reconcile) is not bootstrapped again.
 func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) (Progress, ctrl.Result, error) {
+	key := string(mm.UID)
 	if ptr.Deref(mm.Status.Bootstrap.Succeeded, false) {
+		// The record is in what this reconcile read: the finished task,
+		// kept until now (see the success below), can go.
+		opts.Tasks.Forget(key)
 		return Progress{Succeeded: true}, ctrl.Result{}, nil
 	}
-	key := string(mm.UID)
 	state, ok := opts.Tasks.State(key)
 	switch {
 	case !ok:
@@ -101,10 +104,14 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 			}
 			return Progress{Succeeded: true}, ctrl.Result{}, nil
 		}
+		// Run returns with the task's first progress report, which is
+		// what this reconcile records; a task that already ended is
+		// recorded by the reconcile its end triggers.
 		opts.Tasks.Run(key, mm, run)
-		return Progress{Reason: v1alpha1.RunningReason, Message: "Starting"}, ctrl.Result{}, nil
+		state, _ = opts.Tasks.State(key)
+		return running(state), ctrl.Result{}, nil
 	case state.Running:
-		return Progress{Reason: v1alpha1.RunningReason, Message: state.Progress}, ctrl.Result{}, nil
+		return running(state), ctrl.Result{}, nil
 	case state.Err != nil:
 		if wait := time.Until(state.Finished.Add(RetryAfter)); wait > 0 {
 			return taskFailed(state.Err), ctrl.Result{RequeueAfter: wait}, nil
@@ -112,9 +119,22 @@ func Reconcile(ctx context.Context, mm *v1alpha1.MonolithMachine, opts Options) 
 		opts.Tasks.Forget(key)
 		return taskFailed(state.Err), ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
-		opts.Tasks.Forget(key)
+		// Succeeded, and not forgotten until a reconcile reads
+		// status.bootstrap.succeeded back: one that reads the cache before
+		// this reconcile's patch reaches it still finds the finished task
+		// here, and must not run the bootstrap data again.
 		return Progress{Succeeded: true}, ctrl.Result{}, nil
 	}
+}
+
+// running is the progress of a task not yet seen to end: its last report,
+// or Starting before its first.
+func running(state tasks.State) Progress {
+	msg := state.Progress
+	if msg == "" {
+		msg = "Starting"
+	}
+	return Progress{Reason: v1alpha1.RunningReason, Message: msg}
 }
 
 func failed(err error) Progress {

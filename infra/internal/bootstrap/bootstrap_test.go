@@ -24,6 +24,75 @@ import (
 	"github.com/capi-monolith/capi-monolith/test/kubeadmdata"
 )
 
+// inMemoryNode is an inMemory node whose simulated bootstrap takes delay,
+// with its bootstrap Secret, ready for bootstrap.Reconcile.
+func inMemoryNode(t *testing.T, delay time.Duration) (*v1alpha1.MonolithMachine, bootstrap.Options) {
+	t.Helper()
+	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	g.Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
+	b := inmemory.New(inmemory.Options{})
+	node := backend.MachineRef{Cluster: backend.ClusterRef{Namespace: "ns", Name: "c"}, Name: "m"}
+	_, err := b.EnsureNode(t.Context(), backend.NodeSpec{Machine: node, Backend: v1alpha1.MachineBackend{InMemory: &v1alpha1.InMemoryMachineBackend{
+		BootstrapDelay: &metav1.Duration{Duration: delay},
+	}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	mm := &v1alpha1.MonolithMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "uid-1"}}
+	return mm, bootstrap.Options{
+		Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build(),
+		Tasks:  tasks.New(t.Context()), Backend: b, Node: node, SecretName: secret.Name,
+	}
+}
+
+// The reconcile that starts a bootstrap reports the run's own first
+// progress, and the reconciles while it runs report the same: no status
+// write, and no change of the Machine's InfrastructureReady, between the
+// start and the end. It used to report "Starting", which the next
+// reconcile replaced.
+func TestTheStartOfABootstrapReportsWhatTheReconcilesWhileItRunsReport(t *testing.T) {
+	g := NewWithT(t)
+	mm, opts := inMemoryNode(t, 10*time.Minute)
+	first, _, err := bootstrap.Reconcile(t.Context(), mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(first).To(Equal(bootstrap.Progress{Reason: v1alpha1.RunningReason, Message: "Running kubeadm join (simulated, 10m0s)"}))
+	again, _, err := bootstrap.Reconcile(t.Context(), mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again).To(Equal(first))
+}
+
+// A reconcile that reads the machine from a cache that has not caught up
+// with the status patch recording the bootstrap's success must not run the
+// bootstrap data again: the finished task is kept until
+// status.bootstrap.succeeded is read back.
+func TestABootstrapIsNotRunAgainByAReconcileThatReadsAStaleMachine(t *testing.T) {
+	g := NewWithT(t)
+	mm, opts := inMemoryNode(t, 10*time.Millisecond)
+	key := string(mm.UID)
+	_, _, err := bootstrap.Reconcile(t.Context(), mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool {
+		state, ok := opts.Tasks.State(key)
+		return ok && !state.Running
+	}).WithTimeout(10 * time.Second).Should(BeTrue())
+
+	for range 2 { // the reconcile the task's end triggers, then a stale one
+		progress, _, err := bootstrap.Reconcile(t.Context(), mm, opts)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(progress.Succeeded).To(BeTrue())
+		state, ok := opts.Tasks.State(key)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(state.Running).To(BeFalse(), "no second run")
+	}
+
+	mm.Status.Bootstrap.Succeeded = ptr.To(true)
+	progress, _, err := bootstrap.Reconcile(t.Context(), mm, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(progress.Succeeded).To(BeTrue())
+	_, ok := opts.Tasks.State(key)
+	g.Expect(ok).To(BeFalse(), "forgotten once the record is read back")
+}
+
 // A run that does not finish (here the inMemory backend simulating an hour)
 // is stopped at the deadline and reported as failed, naming it, instead of
 // holding a goroutine and the machine for ever.

@@ -1,7 +1,8 @@
 // Package tasks runs the infra module's long steps (running bootstrap data
 // on a node) outside Reconcile, so that a slow node never holds a worker:
-// one task per key, its progress readable while it runs, cancelled when
-// its machine is deleted, and the machine reconciled again when it ends.
+// one task per key, its progress readable while it runs (the first report
+// already when Run returns), cancelled when its machine is deleted, and the
+// machine reconciled again when it ends.
 package tasks
 
 import (
@@ -31,10 +32,20 @@ type State struct {
 	Finished time.Time
 }
 
+// FirstProgressWait bounds how long Run waits for a new task's first
+// progress report.
+const FirstProgressWait = time.Second
+
 type task struct {
 	cancel context.CancelFunc
 	state  State
+	// reported is closed at the task's first progress report, or when it
+	// returns without one.
+	reported     chan struct{}
+	reportedOnce sync.Once
 }
+
+func (t *task) markReported() { t.reportedOnce.Do(func() { close(t.reported) }) }
 
 // Manager runs tasks; safe for concurrent use. Added to a controller
 // manager as a Runnable, it cancels every task when the manager stops.
@@ -73,15 +84,23 @@ func (m *Manager) Source() source.Source {
 // Run runs fn for key unless a task for key is running or finished and
 // not yet forgotten; it reports whether it started one. obj is reconciled
 // when the task ends.
+//
+// A started task's first progress report is waited for, up to
+// FirstProgressWait, so that the reconcile that starts it records the
+// task's own first message: a placeholder there is replaced by the next
+// reconcile, one status write more per task, and one more change of every
+// condition that mirrors it (a Machine's InfrastructureReady and what
+// watches it).
 func (m *Manager) Run(key string, obj client.Object, fn Func) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if _, ok := m.tasks[key]; ok {
+		m.mu.Unlock()
 		return false
 	}
 	ctx, cancel := context.WithCancel(m.base)
-	t := &task{cancel: cancel, state: State{Running: true}}
+	t := &task{cancel: cancel, state: State{Running: true}, reported: make(chan struct{})}
 	m.tasks[key] = t
+	m.mu.Unlock()
 	// Only name and namespace travel: the reconcile reads the object anew.
 	ref := obj.DeepCopyObject().(client.Object)
 	go func() {
@@ -89,16 +108,25 @@ func (m *Manager) Run(key string, obj client.Object, fn Func) bool {
 			m.mu.Lock()
 			t.state.Progress = p
 			m.mu.Unlock()
+			t.markReported()
 		})
 		cancel()
 		m.mu.Lock()
 		t.state.Running, t.state.Err, t.state.Finished = false, err, time.Now()
 		m.mu.Unlock()
+		t.markReported()
 		select {
 		case m.events <- event.GenericEvent{Object: ref}:
 		case <-m.base.Done():
 		}
 	}()
+	wait := time.NewTimer(FirstProgressWait)
+	defer wait.Stop()
+	select {
+	case <-t.reported:
+	case <-wait.C:
+	case <-m.base.Done():
+	}
 	return true
 }
 

@@ -24,10 +24,12 @@ func TestATaskRunsOnceReportsProgressAndItsResult(t *testing.T) {
 		<-release
 		return errors.New("step 2 failed")
 	})).To(BeTrue())
-	g.Expect(m.Run("k", obj, func(context.Context, func(string)) error { return nil })).To(BeFalse(), "one task per key")
-	g.Eventually(func() string { s, _ := m.State("k"); return s.Progress }, 5*time.Second).Should(Equal("step 1 of 2"))
+	// Run returned with the first report, for the reconcile that started
+	// the task to record.
 	s, _ := m.State("k")
+	g.Expect(s.Progress).To(Equal("step 1 of 2"))
 	g.Expect(s.Running).To(BeTrue())
+	g.Expect(m.Run("k", obj, func(context.Context, func(string)) error { return nil })).To(BeFalse(), "one task per key")
 
 	close(release)
 	g.Eventually(func() bool { s, _ := m.State("k"); return s.Running }, 5*time.Second).Should(BeFalse())
@@ -39,6 +41,27 @@ func TestATaskRunsOnceReportsProgressAndItsResult(t *testing.T) {
 	_, ok = m.State("k")
 	g.Expect(ok).To(BeFalse())
 	g.Expect(m.Run("k", obj, func(context.Context, func(string)) error { return nil })).To(BeTrue(), "a retry after Forget")
+}
+
+// A task that reports nothing does not hold Run beyond FirstProgressWait.
+func TestRunWaitsForAFirstReportOnlyBriefly(t *testing.T) {
+	g := NewWithT(t)
+	m := tasks.New(t.Context())
+	release := make(chan struct{})
+	defer close(release)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		m.Run("k", obj, func(ctx context.Context, _ func(string)) error {
+			<-release
+			return nil
+		})
+	}()
+	g.Eventually(returned, 5*tasks.FirstProgressWait).Should(BeClosed())
+	s, ok := m.State("k")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(s.Running).To(BeTrue())
+	g.Expect(s.Progress).To(BeEmpty())
 }
 
 func TestForgetCancelsARunningTask(t *testing.T) {

@@ -316,6 +316,36 @@ func TestADelayedBootstrapRunsAsATask(t *testing.T) {
 	g.Expect(conditions.IsTrue(got, v1alpha1.BootstrapExecSucceededCondition)).To(BeTrue())
 }
 
+// The reconcile that the status patch starting a bootstrap triggers finds
+// what that patch recorded (the run's own first progress) and writes
+// nothing: a delayed bootstrap costs one status patch to start and one to
+// end. It used to cost one more, to replace "Starting" with the run's
+// message, and each was a change of the Machine's InfrastructureReady that
+// Cluster API's controllers then reconciled.
+func TestARunningBootstrapIsWrittenOnceUntilItEnds(t *testing.T) {
+	g := NewWithT(t)
+	m, mm := machineOwned("md-0")
+	mm.Spec.Backend.InMemory.BootstrapDelay = &metav1.Duration{Duration: 10 * time.Minute}
+	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
+	s, err := f.r.scaffold()
+	g.Expect(err).NotTo(HaveOccurred())
+	key := client.ObjectKey{Namespace: ns, Name: "md-0"}
+	for range 2 { // the finalizer, then the node with the bootstrap started
+		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(f.writes.count()).To(Equal(2))
+	got := &v1alpha1.MonolithMachine{}
+	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
+	bootstrapping := conditions.Get(got, v1alpha1.BootstrapExecSucceededCondition)
+	g.Expect(bootstrapping).NotTo(BeNil())
+	g.Expect(bootstrapping.Message).To(Equal("Running kubeadm join (simulated, 10m0s)"))
+
+	_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.writes.count()).To(Equal(2), "nothing written while the bootstrap runs")
+}
+
 // A pool instance while no module answers for MachinePools waits with a
 // condition saying so; nothing is provisioned.
 func TestAnInstanceWithoutItsOwnerAdapterIsNotProvisioned(t *testing.T) {
