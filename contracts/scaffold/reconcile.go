@@ -106,6 +106,13 @@ type OptionsWith[T Object, R any] struct {
 	// object while it names no Cluster, every ClusterNotFoundRequeue while
 	// the Cluster it names is not found. Deletion never waits.
 	RequireCluster bool
+	// WaitsForOwner, if set, reports that an object waits for the owner
+	// reference Cluster API sets (an infrastructure machine before the
+	// Machine controller has set it): the reconciler then writes nothing,
+	// neither the finalizer nor a status, as CAPD's machines do. The owner
+	// reference's arrival is an event of the object itself. Deletion never
+	// waits.
+	WaitsForOwner func(obj T) bool
 	// WatchFilterValue skips objects without this cluster.x-k8s.io/watch-filter
 	// label value, whatever event enqueued them.
 	WatchFilterValue string
@@ -157,6 +164,13 @@ func (r *ReconcilerWith[T, R]) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	log := ctrl.LoggerFrom(ctx)
+	if !deleting && r.opts.WaitsForOwner != nil && r.opts.WaitsForOwner(obj) {
+		// Written now, the status would only say that nothing is known yet,
+		// and be written again once the owner is: one status patch, and
+		// one watch event for every informer of the kind, per object.
+		log.V(2).Info("Waiting for the owner reference")
+		return ctrl.Result{}, nil
+	}
 
 	var cluster *clusterv1.Cluster
 	if r.opts.GetCluster != nil {

@@ -115,6 +115,7 @@ func (r *Reconciler) scaffold() (*scaffold.ReconcilerWith[*v1alpha1.MonolithMach
 		Phases:           r,
 		Finalizer:        v1alpha1.MachineFinalizer,
 		BeforeFinalizer:  r.BeforeFinalizer,
+		WaitsForOwner:    r.waitsForOwnerMachine,
 		GetCluster:       scaffold.ClusterFromLabel[*v1alpha1.MonolithMachine],
 		RequireCluster:   true,
 		WatchFilterValue: r.WatchFilterValue,

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/labels"
 
@@ -74,6 +76,21 @@ func (o machineOwner) Get(ctx context.Context, mm *v1alpha1.MonolithMachine) (Fa
 		ControlPlane:        util.IsControlPlaneMachine(machine),
 		FailureDomain:       machine.Spec.FailureDomain,
 	}, nil
+}
+
+// waitsForOwnerMachine reports a MonolithMachine of a Machine whose owner
+// reference Cluster API's Machine controller has not set yet. A pool
+// instance's owner is found by its labels and never waits here.
+func (r *Reconciler) waitsForOwnerMachine(mm *v1alpha1.MonolithMachine) bool {
+	if _, ok := r.owners.of(mm).(machineOwner); !ok {
+		return false
+	}
+	for _, ref := range mm.OwnerReferences {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && ref.Kind == "Machine" && gv.Group == clusterv1.GroupVersion.Group {
+			return false
+		}
+	}
+	return true
 }
 
 // owners are the owner adapters: those registered by other modules, then

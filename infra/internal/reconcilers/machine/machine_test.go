@@ -291,6 +291,40 @@ func TestTheFinalizerAndProviderIDAreWrittenBeforeTheNodeIsMade(t *testing.T) {
 	}
 }
 
+// Until Cluster API's Machine controller sets the owner reference, a
+// MonolithMachine of a Machine is not written at all, as CAPD's: a status
+// then only says that nothing is known yet, and was written again once the
+// owner was (one status patch per machine, and one change for every
+// informer of the kind). The reference's arrival is the next event.
+func TestAMachineWaitsForItsOwnerReferenceWithoutWrites(t *testing.T) {
+	g := NewWithT(t)
+	m, mm := machineOwned("md-0")
+	refs := mm.OwnerReferences
+	mm.OwnerReferences = nil
+	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
+	s, err := f.r.scaffold()
+	g.Expect(err).NotTo(HaveOccurred())
+	key := client.ObjectKey{Namespace: ns, Name: "md-0"}
+	for range 2 {
+		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(f.writes.count()).To(BeZero(), "nothing written before the owner reference")
+	got := &v1alpha1.MonolithMachine{}
+	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
+	g.Expect(got.Finalizers).To(BeEmpty())
+	g.Expect(got.Status.Conditions).To(BeEmpty())
+
+	got.OwnerReferences = refs
+	g.Expect(f.c.Update(t.Context(), got)).To(Succeed())
+	writesBefore := f.writes.count()
+	_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
+	g.Expect(got.Finalizers).To(Equal([]string{v1alpha1.MachineFinalizer}), "the finalizer once owned")
+	g.Expect(f.writes.count() - writesBefore).To(Equal(1))
+}
+
 // A simulated bootstrap delay keeps the bootstrap a background task: the
 // node is reported first, the bootstrap once it ran.
 func TestADelayedBootstrapRunsAsATask(t *testing.T) {

@@ -16,8 +16,19 @@ import (
 // ID. It is the one place conditions are read as data, and only where the
 // fields are still unset: once they are, the conditions are derived from
 // them (machine_status.go).
+//
+// A machine whose status.bootstrap.succeeded is set was written by this
+// release, which records it with the bootstrap's success, before any step
+// of the workload Node: it has nothing to adopt. Its conditions are not
+// legacy data either: a registration in the workload API that failed
+// leaves WorkloadNodeProviderIDSet False with no start time (only the
+// Docker path backs off from one), which must not be read as an old
+// machine's and written back, one status patch more.
 func adoptLegacyConditions(mm *v1alpha1.MonolithMachine) {
-	if mm.Status.Bootstrap.Succeeded == nil && conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
+	if mm.Status.Bootstrap.Succeeded != nil {
+		return
+	}
+	if conditions.IsTrue(mm, v1alpha1.BootstrapExecSucceededCondition) {
 		mm.Status.Bootstrap.Succeeded = ptr.To(true)
 	}
 	st := &mm.Status.WorkloadNode
