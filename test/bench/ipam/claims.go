@@ -29,7 +29,8 @@ type claimBatch struct {
 }
 
 // createAndFollow creates the batch and returns when each claim was first
-// seen fulfilled, once all are.
+// seen fulfilled, once all are. On an error after the creates (ctx ending
+// among them) the timeline so far comes with it.
 func (b *Bench) createAndFollow(ctx context.Context, batch claimBatch) (*harness.Timeline, error) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -69,7 +70,7 @@ func (b *Bench) createAndFollow(ctx context.Context, batch claimBatch) (*harness
 		select {
 		case err := <-watched:
 			if err != nil {
-				return nil, fmt.Errorf("failed to follow the claims (%d of %d fulfilled): %w", tl.Len(), batch.count, err)
+				return tl, fmt.Errorf("failed to follow the claims (%d of %d fulfilled): %w", tl.Len(), batch.count, err)
 			}
 			return tl, nil
 		case <-tick.C:

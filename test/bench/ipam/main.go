@@ -82,6 +82,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.apiServerHeap, "apiserver-heap", "", "Write kube-apiserver's heap profile, taken after the last run, to this file.")
 	fs.StringVar(&o.peerSource, "peer-source", "", "Side-by-side mode: the in-cluster IPAM provider's source, a git directory (its HEAD is built) or a folder, built in a scratch folder and run as a process beside the capi-monolith binary.")
 	fs.IntVar(&o.sbs.Marginal, "marginal", 1000, "Side-by-side mode: claims made, once N are fulfilled, into the pool then holding N addresses; 0 skips them.")
+	fs.DurationVar(&o.sbs.MarginalTimeout, "marginal-timeout", 15*time.Minute, "Side-by-side mode: the longest the marginal claims may take; a side still short then is recorded with how many it fulfilled, and the run goes on (0: only -timeout bounds them).")
 	fs.BoolVar(&o.sbs.Restart, "restart", false, "Side-by-side mode: after the N (and marginal) claims, restart each side's process with them bound (a new claim made at once), then stop it, make N more claims and start it again to take them over.")
 	var sides string
 	fs.StringVar(&sides, "sides", sideOurs+","+sidePeer, "Side-by-side mode: the sides run, comma-separated.")
@@ -96,7 +97,7 @@ func parseFlags(args []string) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.peerSource == "" {
-		for _, name := range []string{"marginal", "restart", "sides"} {
+		for _, name := range []string{"marginal", "marginal-timeout", "restart", "sides"} {
 			if set[name] {
 				return o, fmt.Errorf("-%s applies to the side-by-side mode only (-peer-source)", name)
 			}

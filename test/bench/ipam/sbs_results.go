@@ -14,6 +14,9 @@ import (
 type sbsRow struct {
 	rate, share, apiserver, etcd, controller, writes, rawU report.Summary
 	duplicates                                             int
+	// timedOut names the runs whose phase ended at its bound: their rate
+	// is a bound, not a measure of the whole phase.
+	timedOut []string
 }
 
 // sbsPhaseKey names a phase: N from an empty pool, or M into a pool of N.
@@ -38,6 +41,9 @@ func (r *SBSResults) summarize(side string, n int, marginal bool) (sbsRow, bool)
 			}
 			p = *run.Marginal
 		}
+		if p.TimedOut {
+			row.timedOut = append(row.timedOut, fmt.Sprintf("%d of %d fulfilled within %s s", p.Fulfilled, p.Claims, seconds(p.Wall)))
+		}
 		rate = append(rate, p.Rate)
 		share = append(share, p.Rate/run.RawUnthrottled)
 		apiserver = append(apiserver, p.perClaim(p.APIServerCPU))
@@ -53,6 +59,31 @@ func (r *SBSResults) summarize(side string, n int, marginal bool) (sbsRow, bool)
 	row.rate, row.share, row.apiserver = report.Summarize(rate), report.Summarize(share), report.Summarize(apiserver)
 	row.etcd, row.controller, row.writes, row.rawU = report.Summarize(etcd), report.Summarize(controller), report.Summarize(writesPC), report.Summarize(rawU)
 	return row, true
+}
+
+// rateCell is the median rate, with the runs cut short at the phase's
+// bound named.
+func (r sbsRow) rateCell() string {
+	if len(r.timedOut) == 0 {
+		return r.rate.Format(1)
+	}
+	return fmt.Sprintf("%s (timed out: %s)", r.rate.Format(1), strings.Join(r.timedOut, ", "))
+}
+
+// ratioCell is ours over the peer's median rate; a side cut short makes it
+// a bound, or none when the peer fulfilled nothing.
+func ratioCell(ours, peer sbsRow) string {
+	switch {
+	case len(ours.timedOut) > 0 && len(peer.timedOut) > 0:
+		return "– (both timed out)"
+	case len(peer.timedOut) > 0 && peer.rate.Median == 0:
+		return "∞ (the peer fulfilled none)"
+	case len(peer.timedOut) > 0:
+		return fmt.Sprintf("≥ %.2f×", ours.rate.Median/peer.rate.Median)
+	case len(ours.timedOut) > 0:
+		return fmt.Sprintf("≤ %.2f×", ours.rate.Median/peer.rate.Median)
+	}
+	return fmt.Sprintf("%.2f×", ours.rate.Median/peer.rate.Median)
 }
 
 // figures is the side-by-side table: one row per phase, ours beside the
@@ -72,7 +103,7 @@ func (r *SBSResults) figures() *report.Table {
 				continue
 			}
 			t.Add(sbsPhaseKey(n, r.Config.Marginal, marginal), strconv.Itoa(ours.rate.Runs),
-				ours.rate.Format(1), peer.rate.Format(1), fmt.Sprintf("%.2f×", ours.rate.Median/peer.rate.Median),
+				ours.rateCell(), peer.rateCell(), ratioCell(ours, peer),
 				ours.apiserver.Format(1), peer.apiserver.Format(1), ours.etcd.Format(1), peer.etcd.Format(1),
 				ours.controller.Format(1), peer.controller.Format(1), ours.writes.Format(2), peer.writes.Format(2),
 				ours.rawU.Format(0), peer.rawU.Format(0), ours.share.Format(3), peer.share.Format(3),
@@ -93,7 +124,11 @@ func (r *SBSResults) runs() *report.Table {
 		row := []string{strconv.Itoa(i + 1), run.Side, strconv.Itoa(run.N), fmt.Sprintf("%.0f", run.RawUnthrottled),
 			fmt.Sprintf("%.1f", e.Rate), seconds(e.Wall), fmt.Sprintf("%.1f", e.perClaim(e.APIServerCPU)), fmt.Sprintf("%.2f", e.Writes)}
 		if m := run.Marginal; m != nil {
-			row = append(row, fmt.Sprintf("%.1f", m.Rate), seconds(m.Wall), fmt.Sprintf("%.1f", m.perClaim(m.APIServerCPU)), fmt.Sprintf("%.2f", m.Writes))
+			rate := fmt.Sprintf("%.1f", m.Rate)
+			if m.TimedOut {
+				rate = fmt.Sprintf("%d of %d fulfilled, timed out", m.Fulfilled, m.Claims)
+			}
+			row = append(row, rate, seconds(m.Wall), fmt.Sprintf("%.1f", m.perClaim(m.APIServerCPU)), fmt.Sprintf("%.2f", m.Writes))
 		} else {
 			row = append(row, "–", "–", "–", "–")
 		}
@@ -149,6 +184,9 @@ func (r *SBSResults) settings() [][2]string {
 	marginal := "not measured (-marginal 0)"
 	if c.Marginal > 0 {
 		marginal = fmt.Sprintf("after the N claims are all fulfilled, %d more claims into the same pool (then holding N addresses), timed alone", c.Marginal)
+		if c.MarginalTimeout > 0 {
+			marginal += fmt.Sprintf(", for at most %s (a side still short then is recorded with how many it fulfilled; its rate is then that number over %s)", c.MarginalTimeout, c.MarginalTimeout)
+		}
 	}
 	restart := "not measured (no -restart)"
 	if c.Restart {

@@ -87,6 +87,44 @@ func TestSideBySideResultsPutThePeerBesideUs(t *testing.T) {
 	g.Expect(text.String()).To(ContainSubstring("in-cluster"))
 }
 
+// A side whose marginal claims are not all fulfilled within
+// -marginal-timeout is written with how many it fulfilled, and the ratio
+// says it is a bound; the other side's figures stay.
+func TestAMarginalPhaseCutShortIsABoundNotAFailure(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags([]string{"-peer-source", "/x", "-marginal-timeout", "5m"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.sbs.MarginalTimeout).To(Equal(5 * time.Minute))
+	o, err = parseFlags([]string{"-peer-source", "/x"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.sbs.MarginalTimeout).To(Equal(15 * time.Minute), "bounded by default")
+	_, err = parseFlags([]string{"-marginal-timeout", "5m"})
+	g.Expect(err).To(MatchError(ContainSubstring("side-by-side mode only")))
+	_, err = parseFlags([]string{"-peer-source", "/x", "-marginal-timeout", "-1s"})
+	g.Expect(err).To(HaveOccurred())
+
+	full := Phase{Claims: 1000, Rate: 50, Wall: 20 * time.Second, Fulfilled: 1000}
+	none := Phase{Claims: 1000, Wall: 5 * time.Minute, TimedOut: true}
+	some := Phase{Claims: 1000, Rate: 1, Wall: 5 * time.Minute, TimedOut: true, Fulfilled: 300}
+	r := &SBSResults{
+		Config: SBSConfig{Sizes: []int{1000}, Runs: 1, Marginal: 1000, MarginalTimeout: 5 * time.Minute, RawObjects: 2000, CreateWorkers: 16},
+		Runs: []SBSRun{
+			{Side: sideOurs, N: 1000, RawUnthrottled: 400, Empty: full, Marginal: &full},
+			{Side: sidePeer, N: 1000, RawUnthrottled: 400, Empty: full, Marginal: &none, Problems: []string{"0 of 1000 more claims fulfilled within 5m0s"}},
+		},
+	}
+	var md strings.Builder
+	g.Expect(r.WriteMarkdown(&md, "go run ./test/bench/ipam -peer-source /peer")).To(Succeed())
+	g.Expect(md.String()).To(ContainSubstring("| 1000 more into a pool holding 1000 | 1 | 50.0 | 0.0 (timed out: 0 of 1000 fulfilled within 300.00 s) | ∞ (the peer fulfilled none) |"))
+	g.Expect(md.String()).To(ContainSubstring("0 of 1000 fulfilled, timed out"))
+	g.Expect(md.String()).To(ContainSubstring("for at most 5m0s"))
+
+	r.Runs[1].Marginal = &some
+	md.Reset()
+	g.Expect(r.WriteMarkdown(&md, "go run ./test/bench/ipam -peer-source /peer")).To(Succeed())
+	g.Expect(md.String()).To(ContainSubstring("| 50.0 | 1.0 (timed out: 300 of 1000 fulfilled within 300.00 s) | ≥ 50.00× |"))
+}
+
 func TestRestartFlagWritesItsOwnFileAndCountsTheClaimsItAdds(t *testing.T) {
 	g := NewWithT(t)
 	o, err := parseFlags([]string{"-peer-source", "/x", "-restart", "-sides", sideOurs, "-n", "20000", "-marginal", "0"})
