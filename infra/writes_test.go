@@ -20,6 +20,21 @@ import (
 	"github.com/capi-monolith/capi-monolith/test/managertest"
 )
 
+// ownedInMemoryCluster starts the infra module and makes an inMemory
+// cluster in a namespace of its own, with the owner reference Cluster API
+// sets.
+func ownedInMemoryCluster(t *testing.T, g Gomega) (*clusterv1.Cluster, *infrav1.MonolithCluster) {
+	t.Helper()
+	start(t, managertest.Infra())
+	ns, err := env.CreateNamespace(ctx, "infra")
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster, mc := newInMemoryCluster(g, ns.Name, "c1")
+	patch := client.MergeFrom(mc.DeepCopy())
+	mc.OwnerReferences = ownedBy(cluster, "Cluster")
+	g.Expect(env.Client.Patch(ctx, mc, patch)).To(Succeed())
+	return cluster, mc
+}
+
 // Every write of a MonolithCluster wakes Cluster API core's Cluster
 // controller, which at scale answers each with status patches and their
 // conflicts. Once Cluster API has set the owner reference, provisioning an
@@ -28,18 +43,12 @@ import (
 // so that nothing is left for a later reconcile to write.
 func TestInMemoryClusterProvisionsInThreeWrites(t *testing.T) {
 	g := NewWithT(t)
-	start(t, managertest.Infra())
-	ns, err := env.CreateNamespace(ctx, "infra")
-	g.Expect(err).NotTo(HaveOccurred())
-	cluster, mc := newInMemoryCluster(g, ns.Name, "c1")
-	patch := client.MergeFrom(mc.DeepCopy())
-	mc.OwnerReferences = ownedBy(cluster, "Cluster")
-	g.Expect(env.Client.Patch(ctx, mc, patch)).To(Succeed())
+	_, mc := ownedInMemoryCluster(t, g)
 
 	// Every change after the owner reference, whenever the watch starts.
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	w, err := wc.Watch(ctx, &infrav1.MonolithClusterList{}, client.InNamespace(ns.Name),
+	w, err := wc.Watch(ctx, &infrav1.MonolithClusterList{}, client.InNamespace(mc.Namespace),
 		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: mc.ResourceVersion}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(w.Stop)
@@ -84,28 +93,22 @@ func TestInMemoryClusterProvisionsInThreeWrites(t *testing.T) {
 // next reconcile replaces), and Ready.
 func TestInMemoryMachineWithDelaysProvisionsInFourWrites(t *testing.T) {
 	g := NewWithT(t)
-	start(t, managertest.Infra())
-	ns, err := env.CreateNamespace(ctx, "infra")
-	g.Expect(err).NotTo(HaveOccurred())
-	cluster, mc := newInMemoryCluster(g, ns.Name, "c1")
-	patch := client.MergeFrom(mc.DeepCopy())
-	mc.OwnerReferences = ownedBy(cluster, "Cluster")
-	g.Expect(env.Client.Patch(ctx, mc, patch)).To(Succeed())
+	cluster, mc := ownedInMemoryCluster(t, g)
 	statusPatch := client.MergeFrom(cluster.DeepCopy())
 	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	g.Expect(env.Client.Status().Patch(ctx, cluster, statusPatch)).To(Succeed())
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: "m-bootstrap"}, Data: map[string][]byte{"value": []byte(kubeadmdata.JoinWorker)}}
 	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
 	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec: clusterv1.MachineSpec{ClusterName: "c1",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(secret.Name)},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MonolithMachine", Name: "m"}},
 	}
 	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
 	mm := &infrav1.MonolithMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: mc.Namespace, Name: "m", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec: infrav1.MonolithMachineSpec{Backend: infrav1.MachineBackend{InMemory: &infrav1.InMemoryMachineBackend{
 			ProvisioningDelay: &metav1.Duration{Duration: time.Second},
 			BootstrapDelay:    &metav1.Duration{Duration: time.Second},
@@ -114,7 +117,7 @@ func TestInMemoryMachineWithDelaysProvisionsInFourWrites(t *testing.T) {
 
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	w, err := wc.Watch(ctx, &infrav1.MonolithMachineList{}, client.InNamespace(ns.Name))
+	w, err := wc.Watch(ctx, &infrav1.MonolithMachineList{}, client.InNamespace(mc.Namespace))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(w.Stop)
 	g.Expect(env.Client.Create(ctx, mm)).To(Succeed())
@@ -137,7 +140,7 @@ func TestInMemoryMachineWithDelaysProvisionsInFourWrites(t *testing.T) {
 	// Made by a MachineSet, the machine has no owner reference until core's
 	// Machine controller sets it.
 	g.Consistently(drain, 2*time.Second).Should(BeZero(), "nothing written before the owner reference")
-	patch = client.MergeFrom(mm.DeepCopy())
+	patch := client.MergeFrom(mm.DeepCopy())
 	mm.OwnerReferences = ownedBy(machine, "Machine")
 	g.Expect(env.Client.Patch(ctx, mm, patch)).To(Succeed())
 	g.Eventually(drain, timeout).ShouldNot(BeZero())

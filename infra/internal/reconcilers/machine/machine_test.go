@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels"
 
+	"github.com/capi-monolith/capi-monolith/contracts/scaffold"
 	"github.com/capi-monolith/capi-monolith/infra/api/v1alpha1"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend"
 	"github.com/capi-monolith/capi-monolith/infra/internal/backend/inmemory"
@@ -301,14 +302,7 @@ func TestAMachineWaitsForItsOwnerReferenceWithoutWrites(t *testing.T) {
 	m, mm := machineOwned("md-0")
 	refs := mm.OwnerReferences
 	mm.OwnerReferences = nil
-	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
-	s, err := f.r.scaffold()
-	g.Expect(err).NotTo(HaveOccurred())
-	key := client.ObjectKey{Namespace: ns, Name: "md-0"}
-	for range 2 {
-		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	f, s, key := reconciledTwice(t, m, mm)
 	g.Expect(f.writes.count()).To(BeZero(), "nothing written before the owner reference")
 	got := &v1alpha1.MonolithMachine{}
 	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
@@ -318,7 +312,7 @@ func TestAMachineWaitsForItsOwnerReferenceWithoutWrites(t *testing.T) {
 	got.OwnerReferences = refs
 	g.Expect(f.c.Update(t.Context(), got)).To(Succeed())
 	writesBefore := f.writes.count()
-	_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+	_, err := s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
 	g.Expect(got.Finalizers).To(Equal([]string{v1alpha1.MachineFinalizer}), "the finalizer once owned")
@@ -329,16 +323,7 @@ func TestAMachineWaitsForItsOwnerReferenceWithoutWrites(t *testing.T) {
 // node is reported first, the bootstrap once it ran.
 func TestADelayedBootstrapRunsAsATask(t *testing.T) {
 	g := NewWithT(t)
-	m, mm := machineOwned("md-0")
-	mm.Spec.Backend.InMemory.BootstrapDelay = &metav1.Duration{Duration: 50 * time.Millisecond}
-	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
-	s, err := f.r.scaffold()
-	g.Expect(err).NotTo(HaveOccurred())
-	key := client.ObjectKey{Namespace: ns, Name: "md-0"}
-	for range 2 { // the finalizer, then the node
-		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	f, _, key := startDelayedBootstrap(t, 50*time.Millisecond)
 	got := &v1alpha1.MonolithMachine{}
 	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
 	g.Expect(got.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
@@ -350,6 +335,32 @@ func TestADelayedBootstrapRunsAsATask(t *testing.T) {
 	g.Expect(conditions.IsTrue(got, v1alpha1.BootstrapExecSucceededCondition)).To(BeTrue())
 }
 
+// reconciledTwice reconciles mm, with m its Machine, twice (for an owned
+// machine: the finalizer, then the node) and returns the fixture, the
+// scaffold and mm's key.
+func reconciledTwice(t *testing.T, m *clusterv1.Machine, mm *v1alpha1.MonolithMachine) (*fixture, *scaffold.ReconcilerWith[*v1alpha1.MonolithMachine, results], client.ObjectKey) {
+	t.Helper()
+	g := NewWithT(t)
+	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
+	s, err := f.r.scaffold()
+	g.Expect(err).NotTo(HaveOccurred())
+	key := client.ObjectKeyFromObject(mm)
+	for range 2 {
+		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	return f, s, key
+}
+
+// startDelayedBootstrap reconciles a Machine's inMemory machine whose
+// bootstrap takes delay until its bootstrap runs as a task.
+func startDelayedBootstrap(t *testing.T, delay time.Duration) (*fixture, *scaffold.ReconcilerWith[*v1alpha1.MonolithMachine, results], client.ObjectKey) {
+	t.Helper()
+	m, mm := machineOwned("md-0")
+	mm.Spec.Backend.InMemory.BootstrapDelay = &metav1.Duration{Duration: delay}
+	return reconciledTwice(t, m, mm)
+}
+
 // The reconcile that the status patch starting a bootstrap triggers finds
 // what that patch recorded (the run's own first progress) and writes
 // nothing: a delayed bootstrap costs one status patch to start and one to
@@ -358,16 +369,7 @@ func TestADelayedBootstrapRunsAsATask(t *testing.T) {
 // Cluster API's controllers then reconciled.
 func TestARunningBootstrapIsWrittenOnceUntilItEnds(t *testing.T) {
 	g := NewWithT(t)
-	m, mm := machineOwned("md-0")
-	mm.Spec.Backend.InMemory.BootstrapDelay = &metav1.Duration{Duration: 10 * time.Minute}
-	f := newFixture(t, "", interceptor.Funcs{}, m, mm)
-	s, err := f.r.scaffold()
-	g.Expect(err).NotTo(HaveOccurred())
-	key := client.ObjectKey{Namespace: ns, Name: "md-0"}
-	for range 2 { // the finalizer, then the node with the bootstrap started
-		_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	f, s, key := startDelayedBootstrap(t, 10*time.Minute)
 	g.Expect(f.writes.count()).To(Equal(2))
 	got := &v1alpha1.MonolithMachine{}
 	g.Expect(f.c.Get(t.Context(), key, got)).To(Succeed())
@@ -375,7 +377,7 @@ func TestARunningBootstrapIsWrittenOnceUntilItEnds(t *testing.T) {
 	g.Expect(bootstrapping).NotTo(BeNil())
 	g.Expect(bootstrapping.Message).To(Equal("Running kubeadm join (simulated, 10m0s)"))
 
-	_, err = s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+	_, err := s.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.writes.count()).To(Equal(2), "nothing written while the bootstrap runs")
 }
