@@ -97,7 +97,7 @@ func TestAMarginalPhaseCutShortIsABoundNotAFailure(t *testing.T) {
 	g.Expect(o.sbs.MarginalTimeout).To(Equal(5 * time.Minute))
 	o, err = parseFlags([]string{"-peer-source", "/x"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(o.sbs.MarginalTimeout).To(Equal(15 * time.Minute), "bounded by default")
+	g.Expect(o.sbs.MarginalTimeout).To(Equal(15*time.Minute), "bounded by default")
 	_, err = parseFlags([]string{"-marginal-timeout", "5m"})
 	g.Expect(err).To(MatchError(ContainSubstring("side-by-side mode only")))
 	_, err = parseFlags([]string{"-peer-source", "/x", "-marginal-timeout", "-1s"})
